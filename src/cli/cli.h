@@ -1,0 +1,24 @@
+/* cli.h — subcommand entry points and small shared helpers of the CLI. */
+#ifndef ZL_CLI_H
+#define ZL_CLI_H
+
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Print "zerolayer: <msg>" to stderr and return 1 (the exit status). */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Strict number parsing: the whole string must be a number in range. */
+int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
+int cli_float(const char *flag, const char *s, double lo, double hi, double *out);
+int cli_u64(const char *flag, const char *s, unsigned long long *out);
+/* The embedded default model path (models/stories260K.gguf next to the
+ * source tree, or $ZL_DEFAULT_MODEL). */
+const char *cli_default_model(void);
+int cli_is_help(const char *a);
+
+#endif

@@ -1,0 +1,108 @@
+/* main.c — the zerolayer command line: dispatch to subcommands.
+ * Every subcommand prints only its result to stdout, diagnostics to stderr,
+ * and exits non-zero with a one-line "zerolayer: ..." error on failure. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#ifndef ZL_SOURCE_DIR
+#define ZL_SOURCE_DIR "."
+#endif
+
+int cli_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("zerolayer: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+int cli_int(const char *flag, const char *s, long lo, long hi, long *out) {
+    if (!s) return cli_fail("%s needs a value", flag);
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return cli_fail("%s: '%s' is not an integer in [%ld, %ld]", flag, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+int cli_float(const char *flag, const char *s, double lo, double hi, double *out) {
+    if (!s) return cli_fail("%s needs a value", flag);
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return cli_fail("%s: '%s' is not a number in [%g, %g]", flag, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+int cli_u64(const char *flag, const char *s, unsigned long long *out) {
+    if (!s) return cli_fail("%s needs a value", flag);
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-') return cli_fail("%s: '%s' is not a non-negative integer", flag, s);
+    *out = v;
+    return 0;
+}
+
+int cli_is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
+
+const char *cli_default_model(void) {
+    static char path[PATH_MAX];
+    const char *env = getenv("ZL_DEFAULT_MODEL");
+    if (env && *env) return env;
+    /* next to the binary first (build/bin/../../models), then the source tree */
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/../../models/stories260K.gguf", exe);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", ZL_SOURCE_DIR);
+    return path;
+}
+
+static void usage(FILE *f) {
+    fputs("usage: zerolayer <command> [options]   (zerolayer <command> --help for details)\n"
+          "commands:\n"
+          "  run         generate text from a prompt\n"
+          "  tokenize    print the token ids of a text\n"
+          "  perplexity  perplexity of a text or id file; dump logits\n"
+          "  quantize    convert a GGUF model to another tensor type\n"
+          "  synth       write a random-weight llama model\n"
+          "  inspect     print a GGUF file's metadata and tensors\n"
+          "  bench       measure prompt and generation speed\n",
+          f);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 1; }
+    const char *c = argv[1];
+    if (cli_is_help(c)) { usage(stdout); return 0; }
+    if (!strcmp(c, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(c, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
+    if (!strcmp(c, "quantize")) return cmd_quantize(argc - 1, argv + 1);
+    if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
+    if (!strcmp(c, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
+    usage(stderr);
+    return cli_fail("unknown command '%s'", c);
+}

@@ -1,0 +1,209 @@
+/* sampler.c — see sampler.h.  Owns the candidate list and the RNG state of
+ * one sequence; never shares state between sequences. */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { int id; float logit; } cand;
+
+struct zl_sampler {
+    zl_sampler_params p;
+    int n_vocab;
+    uint64_t rng[4];
+    cand *c;
+    int *hist;
+    int n_hist, cap_hist;
+    int *counts; /* scratch: occurrences of each token in the window */
+    float *pr;   /* scratch: probabilities of the sorted candidates */
+};
+
+zl_sampler_params zl_sampler_defaults(void) {
+    zl_sampler_params p = {0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0.0f, 0.0f, 0};
+    return p;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(zl_sampler *s) {
+    uint64_t *r = s->rng, res = rotl(r[1] * 5, 7) * 9, t = r[1] << 17;
+    r[2] ^= r[0]; r[3] ^= r[1]; r[1] ^= r[2]; r[0] ^= r[3];
+    r[2] ^= t; r[3] = rotl(r[3], 45);
+    return res;
+}
+
+double zl_sampler_uniform(zl_sampler *s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+void zl_sampler_reset(zl_sampler *s) {
+    uint64_t x = s->p.seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    s->n_hist = 0;
+}
+
+zl_sampler *zl_sampler_new(const zl_sampler_params *p, int n_vocab) {
+    if (n_vocab <= 0) return NULL;
+    zl_sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->c = malloc((size_t)n_vocab * sizeof *s->c);
+    s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+    s->pr = malloc((size_t)n_vocab * sizeof *s->pr);
+    if (!s->c || !s->counts || !s->pr) { zl_sampler_free(s); return NULL; }
+    zl_sampler_reset(s);
+    return s;
+}
+
+void zl_sampler_free(zl_sampler *s) {
+    if (!s) return;
+    free(s->c);
+    free(s->hist);
+    free(s->counts);
+    free(s->pr);
+    free(s);
+}
+
+void zl_sampler_accept(zl_sampler *s, int token) {
+    if (token < 0 || token >= s->n_vocab) return;
+    if (s->n_hist == s->cap_hist) {
+        int nc = s->cap_hist ? s->cap_hist * 2 : 256;
+        int *nh = realloc(s->hist, (size_t)nc * sizeof *nh);
+        if (!nh) return;
+        s->hist = nh;
+        s->cap_hist = nc;
+    }
+    s->hist[s->n_hist++] = token;
+}
+
+static void apply_penalties(zl_sampler *s, float *logits) {
+    const zl_sampler_params *p = &s->p;
+    if (p->repeat_last_n == 0 || s->n_hist == 0) return;
+    if (p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f) return;
+    int n = p->repeat_last_n < 0 || p->repeat_last_n > s->n_hist ? s->n_hist : p->repeat_last_n;
+    const int *h = s->hist + s->n_hist - n;
+    for (int i = 0; i < n; i++) s->counts[h[i]]++;
+    for (int i = 0; i < n; i++) {
+        int t = h[i], c = s->counts[t];
+        if (!c) continue; /* already applied */
+        float l = logits[t];
+        if (p->repeat_penalty != 1.0f) l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+        l -= (float)c * p->frequency_penalty + p->presence_penalty;
+        logits[t] = l;
+        s->counts[t] = 0;
+    }
+}
+
+static int cmp_cand(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return x->id - y->id;
+}
+
+/* k-th largest of logits (1-based) by quickselect over the pr scratch. */
+static float kth_largest(zl_sampler *s, const float *logits, int k) {
+    float *a = s->pr;
+    int n = s->n_vocab;
+    memcpy(a, logits, (size_t)n * sizeof *a);
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float piv = a[(lo + hi) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] > piv) i++;
+            while (a[j] < piv) j--;
+            if (i <= j) { float t = a[i]; a[i] = a[j]; a[j] = t; i++; j--; }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return a[want];
+}
+
+/* Build the filtered, sorted candidate list with softmax probabilities in .logit; returns count. */
+static int filter(zl_sampler *s, const float *logits) {
+    const zl_sampler_params *p = &s->p;
+    int n = s->n_vocab;
+    for (int i = 0; i < n; i++) s->c[i] = (cand){i, logits[i]};
+    int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+    if (k < n) {
+        /* keep only candidates at or above the k-th largest logit before sorting */
+        float kth = kth_largest(s, logits, k);
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (logits[i] >= kth) s->c[m++] = (cand){i, logits[i]};
+        qsort(s->c, (size_t)m, sizeof *s->c, cmp_cand);
+        n = k < m ? k : m;
+    } else {
+        qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand);
+    }
+    /* softmax over the survivors (temperature is applied after the filters) */
+    float mx = s->c[0].logit;
+    double sum = 0;
+    float *pr = s->pr;
+    for (int i = 0; i < n; i++) { pr[i] = expf(s->c[i].logit - mx); sum += pr[i]; }
+    if (p->top_p < 1.0f) {
+        double cum = 0;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            cum += pr[i] / sum;
+            if (cum >= p->top_p) { keep = i + 1; break; }
+        }
+        n = keep;
+    }
+    if (p->min_p > 0.0f) {
+        float thr = p->min_p * pr[0];
+        int keep = 1;
+        while (keep < n && pr[keep] >= thr) keep++;
+        n = keep;
+    }
+    /* temperature + final softmax */
+    float t = p->temp;
+    sum = 0;
+    for (int i = 0; i < n; i++) {
+        float e = expf((s->c[i].logit - mx) / t);
+        s->c[i].logit = e;
+        sum += e;
+    }
+    for (int i = 0; i < n; i++) s->c[i].logit = (float)(s->c[i].logit / sum);
+    return n;
+}
+
+int zl_sampler_sample(zl_sampler *s, float *logits) {
+    apply_penalties(s, logits);
+    if (s->p.temp <= 0.0f) {
+        int best = 0;
+        for (int i = 1; i < s->n_vocab; i++)
+            if (logits[i] > logits[best]) best = i;
+        return best;
+    }
+    int n = filter(s, logits);
+    double r = zl_sampler_uniform(s), cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += s->c[i].logit;
+        if (r < cum) return s->c[i].id;
+    }
+    return s->c[n - 1].id;
+}
+
+void zl_sampler_probs(zl_sampler *s, float *logits, float *probs) {
+    apply_penalties(s, logits);
+    memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
+    if (s->p.temp <= 0.0f) {
+        int best = 0;
+        for (int i = 1; i < s->n_vocab; i++)
+            if (logits[i] > logits[best]) best = i;
+        probs[best] = 1.0f;
+        return;
+    }
+    int n = filter(s, logits);
+    for (int i = 0; i < n; i++) probs[s->c[i].id] = s->c[i].logit;
+}

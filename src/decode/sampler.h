@@ -1,0 +1,42 @@
+/* sampler.h — token selection from logits.
+ *
+ * Order of operations (the common convention of llama.cpp and OpenAI-style
+ * servers): repetition/presence/frequency penalties over the recent history
+ * -> top-k -> top-p -> min-p -> temperature -> draw.  temp <= 0 is greedy
+ * (argmax after penalties; ties go to the lowest id).  The generator is
+ * xoshiro256** seeded through splitmix64, so a seed reproduces a run exactly. */
+#ifndef ZL_SAMPLER_H
+#define ZL_SAMPLER_H
+
+#include <stdint.h>
+
+typedef struct zl_sampler_params {
+    float temp;             /* <= 0: greedy */
+    int top_k;              /* <= 0: off */
+    float top_p;            /* >= 1: off */
+    float min_p;            /* <= 0: off */
+    float repeat_penalty;   /* 1: off */
+    int repeat_last_n;      /* history window for all penalties; 0: off, -1: whole history */
+    float presence_penalty; /* 0: off */
+    float frequency_penalty;/* 0: off */
+    uint64_t seed;
+} zl_sampler_params;
+
+/* Defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off, seed 0. */
+zl_sampler_params zl_sampler_defaults(void);
+
+typedef struct zl_sampler zl_sampler;
+zl_sampler *zl_sampler_new(const zl_sampler_params *p, int n_vocab);
+void zl_sampler_free(zl_sampler *s);
+void zl_sampler_reset(zl_sampler *s);
+/* Choose a token; logits (n_vocab) are modified in place. */
+int zl_sampler_sample(zl_sampler *s, float *logits);
+/* Record a token into the penalty history (prompt and generated tokens). */
+void zl_sampler_accept(zl_sampler *s, int token);
+/* Probability distribution after all transforms (for tests / logprobs):
+ * fills probs[n_vocab] (zeros for filtered tokens); logits modified in place. */
+void zl_sampler_probs(zl_sampler *s, float *logits, float *probs);
+/* Uniform double in [0,1) from the sampler's generator. */
+double zl_sampler_uniform(zl_sampler *s);
+
+#endif

@@ -1,0 +1,50 @@
+/* kv.c — allocation and truncation of per-sequence KV storage; see kv.h. */
+#include "kv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int zl_kv_new(zl_kv **out, int n_layers, int n_ctx, int kv_dim, zl_type type, zl_err *err) {
+    *out = NULL;
+    if (n_layers <= 0 || n_ctx <= 0 || kv_dim <= 0)
+        return zl_errf(err, ZL_EINVAL, "invalid KV cache shape (%d layers, %d slots, dim %d)", n_layers, n_ctx, kv_dim);
+    if (type != ZL_TYPE_F16 && type != ZL_TYPE_F32)
+        return zl_errf(err, ZL_EUNSUP, "KV cache type must be f16 or f32");
+    zl_kv *kv = calloc(1, sizeof *kv);
+    if (!kv) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    kv->n_layers = n_layers;
+    kv->n_ctx = n_ctx;
+    kv->kv_dim = kv_dim;
+    kv->type = type;
+    kv->row_bytes = (size_t)kv_dim * (type == ZL_TYPE_F16 ? 2 : 4);
+    size_t total = (size_t)n_layers * (size_t)n_ctx * kv->row_bytes;
+    kv->k = calloc(1, total);
+    kv->v = calloc(1, total);
+    if (!kv->k || !kv->v) {
+        zl_kv_free(kv);
+        return zl_errf(err, ZL_ENOMEM, "cannot allocate a %zu MiB KV cache for %d positions",
+                       2 * total >> 20, n_ctx);
+    }
+    *out = kv;
+    return 0;
+}
+
+void zl_kv_free(zl_kv *kv) {
+    if (!kv) return;
+    free(kv->k);
+    free(kv->v);
+    free(kv);
+}
+
+void zl_kv_truncate(zl_kv *kv, int n) {
+    if (n < 0) n = 0;
+    if (n >= kv->n_used) return;
+    for (int l = 0; l < kv->n_layers; l++) {
+        size_t cnt = (size_t)(kv->n_used - n) * kv->row_bytes;
+        memset(zl_kv_k(kv, l, n), 0, cnt);
+        memset(zl_kv_v(kv, l, n), 0, cnt);
+    }
+    kv->n_used = n;
+}
+
+size_t zl_kv_bytes(const zl_kv *kv) { return 2 * (size_t)kv->n_layers * kv->n_ctx * kv->row_bytes; }

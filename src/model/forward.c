@@ -1,0 +1,220 @@
+/* forward.c — the llama-family forward pass over a batch of tokens.
+ *
+ * Reads like the math: for each layer, RMSNorm -> Q/K/V projections -> RoPE
+ * -> write K/V into each token's sequence cache -> causal attention over that
+ * cache -> output projection + residual -> RMSNorm -> SwiGLU FFN + residual.
+ * All matrix products go through zl_matmul (fused dequant·dot, threaded);
+ * attention is threaded over (token, head) pairs.  Must never allocate per
+ * layer or touch anything but its arguments and its zl_fwd scratch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+struct zl_fwd {
+    float *buf;
+    size_t cap;   /* floats in buf */
+    zl_work work; /* activation quantisation scratch */
+};
+
+zl_fwd *zl_fwd_new(void) { return calloc(1, sizeof(zl_fwd)); }
+
+void zl_fwd_free(zl_fwd *f) {
+    if (!f) return;
+    free(f->buf);
+    zl_work_free(&f->work);
+    free(f);
+}
+
+static void rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+}
+
+/* Rotate one head's vector by the precomputed cos/sin of its position. */
+static void rope_apply(float *v, const float *cs, const float *sn, int rope_dim, zl_rope_type type) {
+    int half = rope_dim / 2;
+    for (int i = 0; i < half; i++) {
+        int a = type == ZL_ROPE_NEOX ? i : 2 * i;
+        int b = type == ZL_ROPE_NEOX ? i + half : 2 * i + 1;
+        float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs[i] - x1 * sn[i];
+        v[b] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
+static void rope_table(const zl_hparams *hp, int pos, float *cs, float *sn) {
+    float theta_scale = powf(hp->rope_base, -2.0f / (float)hp->rope_dim);
+    float theta = (float)pos * hp->rope_freq_scale;
+    for (int i = 0; i < hp->rope_dim / 2; i++) {
+        cs[i] = cosf(theta);
+        sn[i] = sinf(theta);
+        theta *= theta_scale;
+    }
+}
+
+static void store_row(zl_type t, void *dst, const float *src, int n) {
+    if (t == ZL_TYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    zl_f16 *d = dst;
+    for (int i = 0; i < n; i++) d[i] = zl_f32_to_f16(src[i]);
+}
+
+static float dot_kv(zl_type t, const void *row, const float *q, int n) {
+    float s = 0;
+    if (t == ZL_TYPE_F32) {
+        const float *r = row;
+        for (int i = 0; i < n; i++) s += r[i] * q[i];
+    } else {
+        const zl_f16 *r = row;
+        for (int i = 0; i < n; i++) s += zl_f16_to_f32(r[i]) * q[i];
+    }
+    return s;
+}
+
+static void axpy_kv(zl_type t, float a, const void *row, float *y, int n) {
+    if (t == ZL_TYPE_F32) {
+        const float *r = row;
+        for (int i = 0; i < n; i++) y[i] += a * r[i];
+    } else {
+        const zl_f16 *r = row;
+        for (int i = 0; i < n; i++) y[i] += a * zl_f16_to_f32(r[i]);
+    }
+}
+
+typedef struct {
+    const zl_model *m;
+    zl_kv **kv;
+    const zl_batch_tok *toks;
+    int n, layer;
+    const float *q;  /* [n][qd] */
+    float *out;      /* [n][qd] */
+    float *scores;   /* [nth][max_ctx] */
+    int max_ctx;
+} attn_job;
+
+static void attn_worker(void *ctx, int ith, int nth) {
+    attn_job *j = ctx;
+    const zl_hparams *hp = &j->m->hp;
+    int hd = hp->head_dim, qd = hp->n_heads * hd, group = hp->n_heads / hp->n_kv_heads;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *sc = j->scores + (size_t)ith * j->max_ctx;
+    long b, e;
+    zl_split((long)j->n * hp->n_heads, ith, nth, &b, &e);
+    for (long task = b; task < e; task++) {
+        int i = (int)(task / hp->n_heads), h = (int)(task % hp->n_heads);
+        const zl_kv *kv = j->kv[j->toks[i].seq];
+        int len = j->toks[i].pos + 1, kvh = h / group;
+        const float *q = j->q + (size_t)i * qd + (size_t)h * hd;
+        float mx = -INFINITY;
+        for (int p = 0; p < len; p++) {
+            const uint8_t *kr = zl_kv_k(kv, j->layer, p);
+            sc[p] = dot_kv(kv->type, kr + (size_t)kvh * hd * (kv->type == ZL_TYPE_F16 ? 2 : 4), q, hd) * scale;
+            if (sc[p] > mx) mx = sc[p];
+        }
+        double sum = 0;
+        for (int p = 0; p < len; p++) {
+            sc[p] = expf(sc[p] - mx);
+            sum += sc[p];
+        }
+        float inv = (float)(1.0 / sum);
+        float *o = j->out + (size_t)i * qd + (size_t)h * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int p = 0; p < len; p++) {
+            const uint8_t *vr = zl_kv_v(kv, j->layer, p);
+            axpy_kv(kv->type, sc[p] * inv, vr + (size_t)kvh * hd * (kv->type == ZL_TYPE_F16 ? 2 : 4), o, hd);
+        }
+    }
+}
+
+static float *scratch(zl_fwd *f, size_t floats) {
+    if (floats > f->cap) {
+        float *nb = realloc(f->buf, floats * sizeof(float));
+        if (!nb) return NULL;
+        f->buf = nb;
+        f->cap = floats;
+    }
+    return f->buf;
+}
+
+int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, float *logits, zl_fwd *f,
+               zl_pool *pool, zl_err *err) {
+    const zl_hparams *hp = &m->hp;
+    if (n <= 0) return zl_errf(err, ZL_EINVAL, "empty batch");
+    int dim = hp->dim, hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd, ffn = hp->ffn_dim;
+    int max_ctx = 0, n_out = 0;
+    for (int i = 0; i < n; i++) {
+        const zl_kv *kv = kvs[toks[i].seq];
+        if (toks[i].token < 0 || toks[i].token >= hp->n_vocab)
+            return zl_errf(err, ZL_EINVAL, "token id %d out of range (vocabulary has %d)", toks[i].token, hp->n_vocab);
+        if (toks[i].pos < 0 || toks[i].pos >= kv->n_ctx)
+            return zl_errf(err, ZL_ERANGE, "position %d is outside the context of %d tokens", toks[i].pos, kv->n_ctx);
+        if (kv->kv_dim != kvd || kv->n_layers != hp->n_layers)
+            return zl_errf(err, ZL_EINVAL, "KV cache shape does not match the model");
+        if (toks[i].pos + 1 > max_ctx) max_ctx = toks[i].pos + 1;
+        n_out += toks[i].want_logits != 0;
+    }
+    int nth = zl_pool_size(pool), half = hp->rope_dim / 2;
+    size_t need = (size_t)n * (2 * dim + 2 * qd + 2 * kvd + 2 * ffn + 2 * half) + (size_t)nth * max_ctx +
+                  (size_t)(n_out ? n_out : 1) * dim;
+    float *base = scratch(f, need);
+    if (!base) return zl_errf(err, ZL_ENOMEM, "out of memory for a batch of %d tokens", n);
+    float *x = base, *xb = x + (size_t)n * dim, *q = xb + (size_t)n * dim, *att = q + (size_t)n * qd;
+    float *k = att + (size_t)n * qd, *v = k + (size_t)n * kvd, *h1 = v + (size_t)n * kvd, *h3 = h1 + (size_t)n * ffn;
+    float *cs = h3 + (size_t)n * ffn, *sn = cs + (size_t)n * half, *scores = sn + (size_t)n * half;
+    float *xo = scores + (size_t)nth * max_ctx;
+
+    for (int i = 0; i < n; i++) {
+        zl_dequant_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)toks[i].token * m->tok_embd.row_bytes,
+                       x + (size_t)i * dim, dim);
+        rope_table(hp, toks[i].pos, cs + (size_t)i * half, sn + (size_t)i * half);
+    }
+
+    for (int l = 0; l < hp->n_layers; l++) {
+        const zl_layer *L = &m->layers[l];
+        /* attention block */
+        for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, x + (size_t)i * dim, L->attn_norm, dim, hp->norm_eps);
+        zl_matmul(&L->wq, xb, dim, n, q, qd, pool, &f->work);
+        zl_matmul(&L->wk, xb, dim, n, k, kvd, pool, &f->work);
+        zl_matmul(&L->wv, xb, dim, n, v, kvd, pool, &f->work);
+        for (int i = 0; i < n; i++) {
+            float *qi = q + (size_t)i * qd, *ki = k + (size_t)i * kvd, *vi = v + (size_t)i * kvd;
+            if (L->bq) for (int j = 0; j < qd; j++) qi[j] += L->bq[j];
+            if (L->bk) for (int j = 0; j < kvd; j++) ki[j] += L->bk[j];
+            if (L->bv) for (int j = 0; j < kvd; j++) vi[j] += L->bv[j];
+            const float *c = cs + (size_t)i * half, *s = sn + (size_t)i * half;
+            for (int h = 0; h < hp->n_heads; h++) rope_apply(qi + (size_t)h * hd, c, s, hp->rope_dim, hp->rope_type);
+            for (int h = 0; h < hp->n_kv_heads; h++) rope_apply(ki + (size_t)h * hd, c, s, hp->rope_dim, hp->rope_type);
+            zl_kv *kv = kvs[toks[i].seq];
+            store_row(kv->type, zl_kv_k(kv, l, toks[i].pos), ki, kvd);
+            store_row(kv->type, zl_kv_v(kv, l, toks[i].pos), vi, kvd);
+        }
+        attn_job aj = {m, kvs, toks, n, l, q, att, scores, max_ctx};
+        zl_pool_run(pool, attn_worker, &aj);
+        zl_matmul(&L->wo, att, qd, n, xb, dim, pool, &f->work);
+        for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];
+
+        /* feed-forward block: down(silu(gate(x)) * up(x)) */
+        for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, x + (size_t)i * dim, L->ffn_norm, dim, hp->norm_eps);
+        zl_matmul(&L->w_gate, xb, dim, n, h1, ffn, pool, &f->work);
+        zl_matmul(&L->w_up, xb, dim, n, h3, ffn, pool, &f->work);
+        for (size_t i = 0; i < (size_t)n * ffn; i++) h1[i] = h1[i] / (1.0f + expf(-h1[i])) * h3[i];
+        zl_matmul(&L->w_down, h1, ffn, n, xb, dim, pool, &f->work);
+        for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];
+    }
+    for (int i = 0; i < n; i++) {
+        zl_kv *kv = kvs[toks[i].seq];
+        if (toks[i].pos + 1 > kv->n_used) kv->n_used = toks[i].pos + 1;
+    }
+    if (!n_out) return 0;
+    int o = 0;
+    for (int i = 0; i < n; i++)
+        if (toks[i].want_logits) rmsnorm(xo + (size_t)(o++) * dim, x + (size_t)i * dim, m->output_norm, dim, hp->norm_eps);
+    zl_matmul(&m->output, xo, dim, n_out, logits, hp->n_vocab, pool, &f->work);
+    return 0;
+}

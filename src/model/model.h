@@ -1,0 +1,81 @@
+/* model.h — llama-family models: hyper-parameters, weight binding, forward.
+ *
+ * A zl_model is read-only after load and may be shared by many threads and
+ * sequences: weights point into the GGUF mapping (never copied, never
+ * dequantised in bulk); only small norm/bias vectors that are not F32 in the
+ * file are converted into model-owned memory.  Per-sequence state lives in
+ * zl_kv; per-call scratch lives in zl_fwd. */
+#ifndef ZL_MODEL_H
+#define ZL_MODEL_H
+
+#include <stdint.h>
+
+#include "../base/err.h"
+#include "../base/pool.h"
+#include "../gguf/gguf.h"
+#include "../kv/kv.h"
+#include "../tensor/kernels.h"
+
+typedef enum { ZL_ROPE_NORM = 0, ZL_ROPE_NEOX = 1 } zl_rope_type;
+
+typedef struct zl_hparams {
+    char arch[32];
+    int n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, n_ctx_train;
+    int rope_dim;
+    float rope_base, rope_freq_scale; /* freq_scale = 1 / linear scaling factor */
+    float norm_eps;
+    zl_rope_type rope_type;
+    int tied_output, has_qkv_bias;
+} zl_hparams;
+
+typedef struct zl_layer {
+    const float *attn_norm, *ffn_norm;
+    const float *bq, *bk, *bv; /* qwen2 QKV bias, else NULL */
+    zl_mat wq, wk, wv, wo, w_gate, w_down, w_up;
+} zl_layer;
+
+typedef struct zl_model {
+    zl_gguf *gguf;
+    zl_hparams hp;
+    zl_mat tok_embd, output;
+    const float *output_norm;
+    zl_layer *layers;
+    float **owned; /* converted vectors */
+    int n_owned;
+    char name[128];
+} zl_model;
+
+typedef struct zl_model_opts {
+    int no_mmap, populate;
+} zl_model_opts;
+
+int zl_model_load(zl_model **out, const char *path, const zl_model_opts *opts, zl_err *err);
+/* Bind a model from an already opened GGUF (takes ownership of g on success). */
+int zl_model_from_gguf(zl_model **out, zl_gguf *g, zl_err *err);
+void zl_model_free(zl_model *m);
+
+/* ---- forward ---- */
+/* One token of a batch: which sequence (index into the kv array passed to
+ * zl_forward), its position, and whether its logits are wanted. */
+typedef struct zl_batch_tok {
+    int32_t token;
+    int32_t pos;
+    int32_t seq;
+    int32_t want_logits;
+} zl_batch_tok;
+
+typedef struct zl_fwd zl_fwd; /* scratch, reusable across calls; one per caller thread */
+zl_fwd *zl_fwd_new(void);
+void zl_fwd_free(zl_fwd *f);
+
+/* Run n tokens through the model.  Token i reads/writes kv[toks[i].seq] at
+ * slot toks[i].pos and attends to slots 0..pos of that cache; every token of
+ * a sequence must have its earlier positions either cached already or present
+ * earlier in this batch.  Logits of wanted tokens are written consecutively
+ * (n_vocab floats each) in batch order.  kv->n_used grows to cover the
+ * positions written.  Returns 0 or an error (bad token id, position past the
+ * cache). */
+int zl_forward(const zl_model *m, zl_kv **kv, const zl_batch_tok *toks, int n, float *logits, zl_fwd *f,
+               zl_pool *pool, zl_err *err);
+
+#endif

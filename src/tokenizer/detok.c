@@ -243,7 +243,7 @@ int zl_detok_flush(zl_detok *d, const char **out, size_t *len, zl_err *err) {
     *len = 0;
     if (reserve(d, 3 * d->n_held + 1, err)) return ZL_ENOMEM;
     size_t m = 0;
-    frame(d, NULL, 0, &m, true);
+    frame(d, (const uint8_t *)"", 0, &m, true);
     d->out[m] = '\0';
     *out = d->out;
     *len = m;

@@ -92,8 +92,7 @@ int zl_cp_to_byte(uint32_t cp) {
 /* ---- lookups ---- */
 
 int32_t zl_token_find(const zl_vocab *v, const char *s, size_t n) {
-    if (!v || (!s && n)) return -1;
-    if (n > v->max_token_len) return -1;
+    if (!v || !s || n == 0 || n > v->max_token_len) return -1; /* no token is empty */
     for (uint64_t i = zl_tok_hash(s, n) & v->lookup_mask;; i = (i + 1) & v->lookup_mask) {
         int32_t id = v->lookup[i];
         if (id < 0) return -1;
@@ -390,7 +389,33 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int trie_child(zl_trie *t, uint32_t node, uint8_t byte, bool create, uint32_t *child);
+/* Slot of edge (node, byte): where it is, or the empty slot it would take. */
+static uint64_t trie_slot(const zl_trie *t, uint32_t node, uint8_t byte) {
+    uint64_t key = (uint64_t)node << 8 | byte;
+    uint64_t i = zl_mix64(key) & t->edge_mask;
+    while (t->edge_key[i] != UINT64_MAX && t->edge_key[i] != key) i = (i + 1) & t->edge_mask;
+    return i;
+}
+
+/* Child of node by byte, created if missing (room was reserved up front). */
+static uint32_t trie_add(zl_trie *t, uint32_t node, uint8_t byte) {
+    uint64_t i = trie_slot(t, node, byte);
+    if (t->edge_key[i] == UINT64_MAX) {
+        t->edge_key[i] = (uint64_t)node << 8 | byte;
+        t->edge_child[i] = t->n_nodes;
+        t->node_special[t->n_nodes++] = -1;
+    }
+    return t->edge_child[i];
+}
+
+int zl_vocab_trie_step(const zl_vocab *v, uint32_t node, uint8_t byte, uint32_t *child, int32_t *special_index) {
+    const zl_trie *t = &v->trie;
+    uint64_t i = trie_slot(t, node, byte);
+    if (t->edge_key[i] == UINT64_MAX) return 0;
+    *child = t->edge_child[i];
+    *special_index = t->node_special[*child];
+    return 1;
+}
 
 static int build_special(zl_vocab *v, zl_err *err) {
     size_t n = 0, bytes = 0;
@@ -425,32 +450,10 @@ static int build_special(zl_vocab *v, zl_err *err) {
         size_t len;
         const char *s = zl_tok_str(v, v->special[i], &len);
         uint32_t node = 0;
-        for (size_t j = 0; j < len; j++) trie_child(t, node, (uint8_t)s[j], true, &node);
+        for (size_t j = 0; j < len; j++) node = trie_add(t, node, (uint8_t)s[j]);
         if (node && t->node_special[node] < 0) t->node_special[node] = (int32_t)i;
     }
     return 0;
-}
-
-static int trie_child(zl_trie *t, uint32_t node, uint8_t byte, bool create, uint32_t *child) {
-    uint64_t key = (uint64_t)node << 8 | byte;
-    uint64_t i = zl_mix64(key) & t->edge_mask;
-    for (; t->edge_key[i] != UINT64_MAX; i = (i + 1) & t->edge_mask)
-        if (t->edge_key[i] == key) {
-            *child = t->edge_child[i];
-            return 1;
-        }
-    if (!create) return 0;
-    t->edge_key[i] = key;
-    t->edge_child[i] = t->n_nodes;
-    t->node_special[t->n_nodes] = -1;
-    *child = t->n_nodes++;
-    return 1;
-}
-
-int zl_vocab_trie_step(const zl_vocab *v, uint32_t node, uint8_t byte, uint32_t *child, int32_t *special_index) {
-    if (!trie_child((zl_trie *)&v->trie, node, byte, false, child)) return 0;
-    *special_index = v->trie.node_special[*child];
-    return 1;
 }
 
 static void find_byte_tokens(zl_vocab *v) {

@@ -772,3 +772,47 @@ Test(long_input, near_linear) {
     free(t.buf);
     free(s);
 }
+
+/* The CLI's view: stories260K's 200 greedy ids, streamed without the dummy
+ * prefix space, are exactly the text llama.cpp prints (plus its newline). */
+Test(stream, stories260K_greedy_text) {
+    loaded l = load(ZL_ROOT "/models/stories260K.gguf");
+    size_t len;
+    char *idtext = slurp(ZL_ROOT "/tests/fixtures/models/stories260K.greedy200.ids", NULL);
+    char *want = slurp(ZL_ROOT "/tests/fixtures/models/stories260K.greedy200.txt", &len);
+    cr_assert(idtext && want);
+    int32_t ids[256];
+    size_t n = 0;
+    for (char *p = idtext, *e; n < 256; p = e) {
+        long x = strtol(p, &e, 10);
+        if (e == p) break;
+        ids[n++] = (int32_t)x;
+    }
+    cr_assert_eq(n, 200);
+    zl_detok *d;
+    zl_err err = {0};
+    cr_assert_eq(zl_detok_new(&d, l.v, ZL_DETOK_STRIP_SPACE, &err), 0);
+    char *got = malloc(len + 64);
+    size_t m = 0;
+    for (size_t i = 0; i <= n; i++) {
+        const char *p;
+        size_t k;
+        cr_assert_eq(i < n ? zl_detok_feed(d, ids[i], &p, &k, &err) : zl_detok_flush(d, &p, &k, &err), 0);
+        cr_assert_leq(m + k, len + 63);
+        memcpy(got + m, p, k);
+        m += k;
+    }
+    got[m++] = '\n';
+    cr_assert(m == len && memcmp(got, want, len) == 0, "got '%.*s'", (int)m, got);
+    /* and the same ids come back from tokenizing that text (BOS aside) */
+    int32_t *re;
+    size_t nre;
+    tokenize(l.v, want, len - 1, 0, 0, &re, &nre);
+    cr_assert(nre == n && memcmp(re, ids, n * sizeof *ids) == 0, "text re-tokenizes to the same %zu ids (got %zu)", n, nre);
+    free(re);
+    free(got);
+    free(want);
+    free(idtext);
+    zl_detok_free(d);
+    unload(l);
+}

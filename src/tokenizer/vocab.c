@@ -424,6 +424,7 @@ static int build_special(zl_vocab *v, zl_err *err) {
             n++;
             bytes += (size_t)(v->toff[id + 1] - v->toff[id] - 1);
         }
+    if (bytes > (1u << 28)) return zl_errf(err, ZL_EFORMAT, "special tokens total %zu bytes", bytes);
     v->special = malloc((n ? n : 1) * sizeof *v->special);
     if (!v->special) return zl_errf(err, ZL_ENOMEM, "out of memory for special tokens");
     /* longest string first, ties by id: sort keys (~length << 32 | id) */

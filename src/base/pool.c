@@ -39,7 +39,7 @@ static void *worker(void *arg) {
     worker_arg wa = *(worker_arg *)arg;
     free(arg);
     zl_pool *p = wa.p;
-    unsigned seen = atomic_load(&p->gen);
+    unsigned seen = 0; /* gen is 0 until the first run, which may precede this thread's start */
     for (;;) {
         unsigned g;
         int spins = 0;

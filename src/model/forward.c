@@ -16,13 +16,46 @@ struct zl_fwd {
     float *buf;
     size_t cap;   /* floats in buf */
     zl_work work; /* activation quantisation scratch */
+    int exact;    /* reference arithmetic: f32 activations, f64 sums */
+    float *row;   /* exact mode: one dequantised weight row */
+    int64_t row_cap;
 };
+
+void zl_fwd_set_exact(zl_fwd *f, int exact) { f->exact = exact; }
+
+/* Reference matmul for exact mode: dequantise one weight row at a time (the
+ * same dequantisers the fast path's blocks are defined by) and accumulate in
+ * double.  Single-threaded and slow; it exists to pin the numerics. */
+static int matmul_exact(zl_fwd *f, const zl_mat *W, const float *x, int64_t ldx, int n, float *y, int64_t ldy) {
+    if (W->cols > f->row_cap) {
+        float *r = realloc(f->row, (size_t)W->cols * sizeof *r);
+        if (!r) return ZL_ENOMEM;
+        f->row = r;
+        f->row_cap = W->cols;
+    }
+    for (int64_t r = 0; r < W->rows; r++) {
+        zl_dequant_row(W->type, (const uint8_t *)W->data + r * W->row_bytes, f->row, W->cols);
+        for (int i = 0; i < n; i++) {
+            double s = 0;
+            for (int64_t c = 0; c < W->cols; c++) s += (double)f->row[c] * x[i * ldx + c];
+            y[i * ldy + r] = (float)s;
+        }
+    }
+    return 0;
+}
+
+static void matmul(zl_fwd *f, const zl_mat *W, const float *x, int64_t ldx, int n, float *y, int64_t ldy,
+                   zl_pool *pool) {
+    if (f->exact && matmul_exact(f, W, x, ldx, n, y, ldy) == 0) return;
+    zl_matmul(W, x, ldx, n, y, ldy, pool, &f->work);
+}
 
 zl_fwd *zl_fwd_new(void) { return calloc(1, sizeof(zl_fwd)); }
 
 void zl_fwd_free(zl_fwd *f) {
     if (!f) return;
     free(f->buf);
+    free(f->row);
     zl_work_free(&f->work);
     free(f);
 }
@@ -179,9 +212,9 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
         const zl_layer *L = &m->layers[l];
         /* attention block */
         for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, x + (size_t)i * dim, L->attn_norm, dim, hp->norm_eps);
-        zl_matmul(&L->wq, xb, dim, n, q, qd, pool, &f->work);
-        zl_matmul(&L->wk, xb, dim, n, k, kvd, pool, &f->work);
-        zl_matmul(&L->wv, xb, dim, n, v, kvd, pool, &f->work);
+        matmul(f, &L->wq, xb, dim, n, q, qd, pool);
+        matmul(f, &L->wk, xb, dim, n, k, kvd, pool);
+        matmul(f, &L->wv, xb, dim, n, v, kvd, pool);
         for (int i = 0; i < n; i++) {
             float *qi = q + (size_t)i * qd, *ki = k + (size_t)i * kvd, *vi = v + (size_t)i * kvd;
             if (L->bq) for (int j = 0; j < qd; j++) qi[j] += L->bq[j];
@@ -196,15 +229,15 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
         }
         attn_job aj = {m, kvs, toks, n, l, q, att, scores, max_ctx};
         zl_pool_run(pool, attn_worker, &aj);
-        zl_matmul(&L->wo, att, qd, n, xb, dim, pool, &f->work);
+        matmul(f, &L->wo, att, qd, n, xb, dim, pool);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];
 
         /* feed-forward block: down(silu(gate(x)) * up(x)) */
         for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, x + (size_t)i * dim, L->ffn_norm, dim, hp->norm_eps);
-        zl_matmul(&L->w_gate, xb, dim, n, h1, ffn, pool, &f->work);
-        zl_matmul(&L->w_up, xb, dim, n, h3, ffn, pool, &f->work);
+        matmul(f, &L->w_gate, xb, dim, n, h1, ffn, pool);
+        matmul(f, &L->w_up, xb, dim, n, h3, ffn, pool);
         for (size_t i = 0; i < (size_t)n * ffn; i++) h1[i] = h1[i] / (1.0f + expf(-h1[i])) * h3[i];
-        zl_matmul(&L->w_down, h1, ffn, n, xb, dim, pool, &f->work);
+        matmul(f, &L->w_down, h1, ffn, n, xb, dim, pool);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];
     }
     for (int i = 0; i < n; i++) {
@@ -215,6 +248,6 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
     int o = 0;
     for (int i = 0; i < n; i++)
         if (toks[i].want_logits) rmsnorm(xo + (size_t)(o++) * dim, x + (size_t)i * dim, m->output_norm, dim, hp->norm_eps);
-    zl_matmul(&m->output, xo, dim, n_out, logits, hp->n_vocab, pool, &f->work);
+    matmul(f, &m->output, xo, dim, n_out, logits, hp->n_vocab, pool);
     return 0;
 }

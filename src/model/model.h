@@ -67,6 +67,8 @@ typedef struct zl_batch_tok {
 typedef struct zl_fwd zl_fwd; /* scratch, reusable across calls; one per caller thread */
 zl_fwd *zl_fwd_new(void);
 void zl_fwd_free(zl_fwd *f);
+/* Exact mode: weights dequantised row by row, f32 activations, f64 sums (slow; for verification). */
+void zl_fwd_set_exact(zl_fwd *f, int exact);
 
 /* Run n tokens through the model.  Token i reads/writes kv[toks[i].seq] at
  * slot toks[i].pos and attends to slots 0..pos of that cache; every token of

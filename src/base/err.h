@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#ifndef ZL_ERR_TYPES /* also declared, identically, by include/zerolayer.h */
+#define ZL_ERR_TYPES
 enum {
     ZL_OK = 0,
     ZL_EINVAL = 1,   /* bad argument or malformed input */
@@ -22,6 +24,7 @@ typedef struct zl_err {
     int code;
     char msg[512];
 } zl_err;
+#endif
 
 /* Record an error (printf-style) and return its code. */
 int zl_errf(zl_err *e, int code, const char *fmt, ...)

@@ -103,6 +103,5 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
-    usage(stderr);
-    return cli_fail("unknown command '%s'", c);
+    return cli_fail("unknown command '%s' (see zerolayer --help)", c);
 }

@@ -1,0 +1,41 @@
+# zerolayer — top-level driver around CMake.
+#   make run    install missing Debian packages (as root), build Release, stream a story
+#   make test   build and run the whole suite through ctest
+#   make asan   the suite under AddressSanitizer + UBSan
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev
+ZL          = $(BUILD)/bin/zerolayer
+
+.PHONY: all build run test asan deps clean
+
+all: build
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else \
+	    echo "missing Debian packages; run:"; echo "  sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(ZL) run -m models/stories260K.gguf -n 256 --seed $${SEED:-42}
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j 1
+
+asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DZL_SANITIZE=ON
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1 -E 'perf|compat'
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

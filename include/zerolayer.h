@@ -1,0 +1,122 @@
+/* zerolayer.h — the public API of libzerolayer.
+ *
+ * Two opaque handles:
+ *   zl_llm  a loaded model: weights (mmap'd, shared, read-only), vocabulary
+ *           and a thread pool.  Thread-safe for concurrent readers; forward
+ *           passes on one zl_llm must be serialised by the caller (the
+ *           server's engine thread does this).
+ *   zl_seq  one sequence: its KV cache, forward scratch, sampler and the
+ *           tokens it has consumed.  Owned by one thread at a time.
+ * Every fallible function returns 0 or a ZL_E* code and fills *err with a
+ * one-line message (err may be NULL).  Nothing here exits or aborts. */
+#ifndef ZEROLAYER_H
+#define ZEROLAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZEROLAYER_VERSION "0.1.0"
+
+#ifndef ZL_ERR_TYPES
+#define ZL_ERR_TYPES
+enum { ZL_OK = 0, ZL_EINVAL = 1, ZL_EIO = 2, ZL_ENOMEM = 3, ZL_EFORMAT = 4, ZL_EUNSUP = 5, ZL_ERANGE = 6 };
+typedef struct zl_err { int code; char msg[512]; } zl_err;
+#endif
+
+typedef struct zl_llm zl_llm;
+typedef struct zl_seq zl_seq;
+
+typedef struct zl_llm_opts {
+    int n_threads; /* <= 0: all online CPUs */
+    int no_mmap;   /* read the file into memory instead of mapping it */
+    int mlock;     /* lock the weights in RAM */
+    int populate;  /* fault every page in at load (MAP_POPULATE) */
+} zl_llm_opts;
+
+int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err *err);
+void zl_llm_close(zl_llm *llm);
+
+int zl_llm_n_vocab(const zl_llm *llm);
+int zl_llm_n_ctx_train(const zl_llm *llm);
+int zl_llm_n_threads(const zl_llm *llm);
+int32_t zl_llm_bos(const zl_llm *llm);
+int32_t zl_llm_eos(const zl_llm *llm);
+int zl_llm_is_eog(const zl_llm *llm, int32_t token);
+/* One-line description: architecture, size, tensor types. */
+const char *zl_llm_desc(const zl_llm *llm);
+/* Bytes of weights in the file. */
+uint64_t zl_llm_weight_bytes(const zl_llm *llm);
+
+/* Tokenize UTF-8 text.  add_special adds BOS/EOS as the model's metadata asks;
+ * parse_special turns control-token text (e.g. "<|im_start|>") into ids.
+ * *ids is malloc'd; free() it. */
+int zl_llm_tokenize(const zl_llm *llm, const char *text, size_t len, int add_special, int parse_special,
+                    int32_t **ids, size_t *n, zl_err *err);
+/* Whole-sequence detokenisation (malloc'd, NUL-terminated). */
+int zl_llm_detokenize(const zl_llm *llm, const int32_t *ids, size_t n, int render_special, char **out, size_t *len,
+                      zl_err *err);
+
+typedef struct zl_sampling {
+    float temp;             /* <= 0: greedy */
+    int top_k;              /* <= 0: off */
+    float top_p;            /* >= 1: off */
+    float min_p;            /* <= 0: off */
+    float repeat_penalty;   /* 1: off */
+    int repeat_last_n;
+    float presence_penalty;
+    float frequency_penalty;
+    uint64_t seed;
+} zl_sampling;
+zl_sampling zl_sampling_defaults(void);
+
+typedef enum { ZL_KV_F16 = 0, ZL_KV_F32 = 1 } zl_kv_type;
+
+typedef struct zl_seq_opts {
+    int n_ctx;           /* <= 0: the model's training context */
+    zl_kv_type kv_type;  /* default F16 */
+    zl_sampling sampling;
+} zl_seq_opts;
+
+int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err);
+void zl_seq_free(zl_seq *s);
+int zl_seq_n_past(const zl_seq *s);
+int zl_seq_n_ctx(const zl_seq *s);
+/* Drop cached positions >= n (their KV memory is zeroed). */
+void zl_seq_truncate(zl_seq *s, int n);
+/* Feed n tokens at positions n_past..n_past+n-1 (in chunks of up to
+ * `batch` tokens; <= 0 picks a default).  Afterwards zl_seq_logits returns
+ * the logits after the last token.  If all_logits is non-NULL it receives
+ * n * n_vocab floats, one row per fed token. */
+int zl_seq_eval(zl_seq *s, const int32_t *ids, int n, int batch, float *all_logits, zl_err *err);
+const float *zl_seq_logits(const zl_seq *s);
+/* Sample the next token from the current logits with the sequence's sampler,
+ * record it in the penalty history (the token is NOT fed; call zl_seq_eval). */
+int32_t zl_seq_sample(zl_seq *s);
+/* Exact arithmetic (for verification): f32 activations, f64 sums. */
+void zl_seq_set_exact(zl_seq *s, int exact);
+
+/* Continuous batching: one forward pass over several sequences.  Item i
+ * feeds ids[0..n) to seq at its next positions; afterwards zl_seq_logits(seq)
+ * holds the logits after its last id.  All sequences must belong to llm and
+ * be distinct.  Equivalent to calling zl_seq_eval on each (same results),
+ * but the weights are read once for the whole batch. */
+typedef struct zl_batch_item { zl_seq *seq; const int32_t *ids; int n; } zl_batch_item;
+int zl_llm_eval_batch(zl_llm *llm, const zl_batch_item *items, int n_items, zl_err *err);
+
+/* Streaming detokeniser: returns only complete UTF-8 characters. */
+typedef struct zl_stream zl_stream;
+/* strip_leading_space: drop the SentencePiece dummy-prefix space. */
+int zl_stream_new(zl_stream **out, const zl_llm *llm, int strip_leading_space, zl_err *err);
+void zl_stream_free(zl_stream *st);
+/* Text ready after this token (pointer valid until the next call). */
+const char *zl_stream_feed(zl_stream *st, int32_t token, size_t *len);
+const char *zl_stream_flush(zl_stream *st, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,186 @@
+/* cmd_bench.c — `zerolayer bench`, in the spirit of llama-bench: prompt
+ * processing (pp) and token generation (tg) speed as mean ± sd over -r
+ * repetitions, for every combination of the comma-separated lists, plus the
+ * machine's measured read bandwidth and tg as a share of the bandwidth
+ * ceiling (bandwidth / weight bytes read per token). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli.h"
+#include "zerolayer.h"
+
+static const char *k_usage =
+    "usage: zerolayer bench [-m MODEL] [-p 128,512] [-n 64] [-t 1,2] [-r 3] [--ctx 0,1024,4096] [--json]\n"
+    "  -p LIST    prompt lengths to time (pp); 0 skips\n"
+    "  -n LIST    generated tokens to time (tg); 0 skips\n"
+    "  -t LIST    thread counts\n"
+    "  -r N       repetitions (mean ± sd reported)\n"
+    "  --ctx LIST tokens already in the KV cache before a tg run (tg at depth)\n"
+    "  --json     JSON instead of a markdown table\n";
+
+#define MAXL 16
+
+static int parse_list(const char *flag, const char *s, long *out, int *n, long lo, long hi) {
+    *n = 0;
+    if (!s) return cli_fail("%s needs a value", flag);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (*n == MAXL) return cli_fail("%s: at most %d values", flag, MAXL);
+        if (cli_int(flag, tok, lo, hi, &out[(*n)++])) return 1;
+    }
+    return *n ? 0 : cli_fail("%s: empty list", flag);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Read bandwidth: sum a 1 GiB buffer (larger than any cache) a few times. */
+static double measure_bandwidth(void) {
+    size_t n = (size_t)1 << 27; /* 128M doubles... too big; use 512 MiB of uint64 */
+    n = ((size_t)512 << 20) / sizeof(unsigned long long);
+    unsigned long long *b = malloc(n * sizeof *b);
+    if (!b) return 0;
+    for (size_t i = 0; i < n; i++) b[i] = i;
+    double best = 0;
+    volatile unsigned long long sink = 0;
+    for (int r = 0; r < 3; r++) {
+        double t = now_s();
+        unsigned long long s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (size_t i = 0; i < n; i += 4) { s0 += b[i]; s1 += b[i + 1]; s2 += b[i + 2]; s3 += b[i + 3]; }
+        sink += s0 + s1 + s2 + s3;
+        double gbs = n * sizeof *b / (now_s() - t) / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    (void)sink;
+    free(b);
+    return best;
+}
+
+typedef struct { const char *test; long n, threads, depth; double mean, sd; } result;
+
+static void stats(const double *v, int n, double *mean, double *sd) {
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++) q += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model = NULL;
+    long pp[MAXL] = {128}, tg[MAXL] = {64}, th[MAXL] = {2}, depth[MAXL] = {0}, reps = 3;
+    int npp = 1, ntg = 1, nth = 1, ndepth = 1, json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(a)) { fputs(k_usage, stdout); return 0; }
+#define VAL (i++, v)
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(model = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "-p")) { if (parse_list(a, VAL, pp, &npp, 0, 1 << 20)) return 1; }
+        else if (!strcmp(a, "-n")) { if (parse_list(a, VAL, tg, &ntg, 0, 1 << 20)) return 1; }
+        else if (!strcmp(a, "-t")) { if (parse_list(a, VAL, th, &nth, 1, 1024)) return 1; }
+        else if (!strcmp(a, "--ctx")) { if (parse_list(a, VAL, depth, &ndepth, 0, 1 << 20)) return 1; }
+        else if (!strcmp(a, "-r")) { if (cli_int(a, VAL, 1, 1000, &reps)) return 1; }
+        else if (!strcmp(a, "--json")) json = 1;
+        else return cli_fail("bench: unknown option '%s' (see zerolayer bench --help)", a);
+#undef VAL
+    }
+    if (!model) model = cli_default_model();
+    double bw = measure_bandwidth();
+    result res[MAXL * MAXL * 4];
+    int nres = 0;
+    double load_ms = 0;
+    uint64_t wbytes = 0;
+    const char *desc = "";
+    char descbuf[256] = "";
+    zl_err err = {0};
+    for (int ti = 0; ti < nth; ti++) {
+        zl_llm_opts lo = {(int)th[ti], 0, 0, 0};
+        zl_llm *llm;
+        double t0 = now_s();
+        if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
+        if (ti == 0) {
+            load_ms = (now_s() - t0) * 1e3;
+            wbytes = zl_llm_weight_bytes(llm);
+            snprintf(descbuf, sizeof descbuf, "%s", zl_llm_desc(llm));
+            desc = descbuf;
+        }
+        int nv = zl_llm_n_vocab(llm);
+        long maxp = 0, maxd = 0, maxg = 0;
+        for (int i = 0; i < npp; i++) if (pp[i] > maxp) maxp = pp[i];
+        for (int i = 0; i < ndepth; i++) if (depth[i] > maxd) maxd = depth[i];
+        for (int i = 0; i < ntg; i++) if (tg[i] > maxg) maxg = tg[i];
+        long n_ctx = maxp > maxd + maxg ? maxp : maxd + maxg;
+        zl_seq_opts so = {(int)(n_ctx + 1), ZL_KV_F16, zl_sampling_defaults()};
+        zl_seq *seq;
+        if (zl_seq_new(&seq, llm, &so, &err)) { zl_llm_close(llm); return cli_fail("%s", err.msg); }
+        long maxn = n_ctx + 1;
+        int32_t *ids = malloc((size_t)maxn * sizeof *ids);
+        uint64_t x = 12345;
+        for (long i = 0; i < maxn; i++) { x = x * 6364136223846793005ull + 1442695040888963407ull; ids[i] = (int32_t)((x >> 33) % (uint64_t)nv); }
+        double v[1000];
+        /* warm-up: page in the weights */
+        zl_seq_eval(seq, ids, 1, 0, NULL, &err);
+        for (int pi = 0; pi < npp; pi++) {
+            if (!pp[pi]) continue;
+            for (int r = 0; r < reps; r++) {
+                zl_seq_truncate(seq, 0);
+                double t = now_s();
+                if (zl_seq_eval(seq, ids, (int)pp[pi], 512, NULL, &err)) return cli_fail("%s", err.msg);
+                v[r] = pp[pi] / (now_s() - t);
+            }
+            result *R = &res[nres++];
+            *R = (result){"pp", pp[pi], th[ti], 0, 0, 0};
+            stats(v, (int)reps, &R->mean, &R->sd);
+        }
+        for (int di = 0; di < ndepth; di++)
+            for (int gi = 0; gi < ntg; gi++) {
+                if (!tg[gi]) continue;
+                for (int r = 0; r < reps; r++) {
+                    zl_seq_truncate(seq, 0);
+                    if (depth[di] && zl_seq_eval(seq, ids, (int)depth[di], 512, NULL, &err)) return cli_fail("%s", err.msg);
+                    double t = now_s();
+                    for (long k = 0; k < tg[gi]; k++)
+                        if (zl_seq_eval(seq, &ids[depth[di] + k], 1, 1, NULL, &err)) return cli_fail("%s", err.msg);
+                    v[r] = tg[gi] / (now_s() - t);
+                }
+                result *R = &res[nres++];
+                *R = (result){"tg", tg[gi], th[ti], depth[di], 0, 0};
+                stats(v, (int)reps, &R->mean, &R->sd);
+            }
+        free(ids);
+        zl_seq_free(seq);
+        zl_llm_close(llm);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double rss_mib = ru.ru_maxrss / 1024.0;
+    double ceiling = bw * 1e9 / (double)wbytes;
+    if (json) {
+        printf("{\"model\":\"%s\",\"weight_bytes\":%llu,\"load_ms\":%.1f,\"peak_rss_mib\":%.1f,\"bandwidth_gbs\":%.2f,"
+               "\"tg_ceiling_tps\":%.2f,\"results\":[", model, (unsigned long long)wbytes, load_ms, rss_mib, bw, ceiling);
+        for (int i = 0; i < nres; i++)
+            printf("%s{\"test\":\"%s%ld\",\"threads\":%ld,\"depth\":%ld,\"tps_mean\":%.3f,\"tps_sd\":%.3f%s}",
+                   i ? "," : "", res[i].test, res[i].n, res[i].threads, res[i].depth, res[i].mean, res[i].sd,
+                   "");
+        printf("]}\n");
+        return 0;
+    }
+    printf("model: %s\n%s\nweights %.1f MiB, load %.1f ms, peak RSS %.1f MiB, read bandwidth %.1f GB/s -> tg ceiling %.1f tok/s\n\n",
+           model, desc, wbytes / 1048576.0, load_ms, rss_mib, bw, ceiling);
+    printf("| test | threads | ctx | tokens/s | %% of bandwidth ceiling |\n|---|---|---|---|---|\n");
+    for (int i = 0; i < nres; i++) {
+        char pct[32] = "";
+        if (!strcmp(res[i].test, "tg")) snprintf(pct, sizeof pct, "%.0f%%", 100 * res[i].mean / ceiling);
+        printf("| %s%ld | %ld | %ld | %.2f ± %.2f | %s |\n", res[i].test, res[i].n, res[i].threads, res[i].depth,
+               res[i].mean, res[i].sd, pct);
+    }
+    return 0;
+}

@@ -1,0 +1,151 @@
+/* cmd_run.c — `zerolayer run`: stream a continuation of a prompt to stdout.
+ * Only generated text goes to stdout (without the SentencePiece dummy-prefix
+ * space); load info and timings go to stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "zerolayer.h"
+
+static const char *k_usage =
+    "usage: zerolayer run [-m MODEL] [-p PROMPT] [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P]\n"
+    "                     [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
+    "                     [--frequency-penalty P] [-t THREADS] [-c CTX] [--ignore-eos] [--kv-type f16|f32]\n"
+    "                     [--no-mmap] [--mlock] [--exact]\n"
+    "  Generate a continuation of PROMPT (default: empty, i.e. BOS only) and stream it to stdout.\n"
+    "  -m MODEL        GGUF model (default: the embedded models/stories260K.gguf)\n"
+    "  -n N            tokens to generate (default 256; -1 = until end of text or context)\n"
+    "  --temp T        temperature (default 0.8; 0 = greedy)\n"
+    "  --seed S        sampling seed (default 0): same seed, same text\n"
+    "  --top-k K       (default 40, 0 = off)   --top-p P (default 0.95)   --min-p P (default 0.05)\n"
+    "  --repeat-penalty R (default 1 = off) over the last --repeat-last-n tokens (default 64)\n"
+    "  -t THREADS      worker threads (default: all CPUs)\n"
+    "  -c CTX          context length (default: the model's, capped at 4096)\n"
+    "  --ignore-eos    keep generating past end-of-text tokens\n"
+    "  --exact         reference arithmetic (f32 activations, f64 sums); slow\n";
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *model = NULL, *prompt = "";
+    long n_gen = 256, threads = 0, ctx = 0, top_k = 40, last_n = 64;
+    double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, pres = 0, freq = 0;
+    unsigned long long seed = 0;
+    int ignore_eos = 0, exact = 0, no_mmap = 0, mlock = 0;
+    zl_kv_type kvt = ZL_KV_F16;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(a)) { fputs(k_usage, stdout); return 0; }
+#define VAL (i++, v)
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(model = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (cli_int(a, VAL, -1, 1 << 30, &n_gen)) return 1; }
+        else if (!strcmp(a, "--temp")) { if (cli_float(a, VAL, 0, 100, &temp)) return 1; }
+        else if (!strcmp(a, "--seed")) { if (cli_u64(a, VAL, &seed)) return 1; }
+        else if (!strcmp(a, "--top-k")) { if (cli_int(a, VAL, 0, 1 << 30, &top_k)) return 1; }
+        else if (!strcmp(a, "--top-p")) { if (cli_float(a, VAL, 0, 1, &top_p)) return 1; }
+        else if (!strcmp(a, "--min-p")) { if (cli_float(a, VAL, 0, 1, &min_p)) return 1; }
+        else if (!strcmp(a, "--repeat-penalty")) { if (cli_float(a, VAL, 0.01, 100, &rep)) return 1; }
+        else if (!strcmp(a, "--repeat-last-n")) { if (cli_int(a, VAL, -1, 1 << 30, &last_n)) return 1; }
+        else if (!strcmp(a, "--presence-penalty")) { if (cli_float(a, VAL, -100, 100, &pres)) return 1; }
+        else if (!strcmp(a, "--frequency-penalty")) { if (cli_float(a, VAL, -100, 100, &freq)) return 1; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (cli_int(a, VAL, 1, 1024, &threads)) return 1; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { if (cli_int(a, VAL, 1, 1 << 24, &ctx)) return 1; }
+        else if (!strcmp(a, "--kv-type")) {
+            const char *t = VAL;
+            if (t && !strcmp(t, "f16")) kvt = ZL_KV_F16;
+            else if (t && !strcmp(t, "f32")) kvt = ZL_KV_F32;
+            else return cli_fail("--kv-type must be f16 or f32");
+        }
+        else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
+        else if (!strcmp(a, "--exact")) exact = 1;
+        else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
+        else if (!strcmp(a, "--mlock")) mlock = 1;
+        else return cli_fail("run: unknown option '%s' (see zerolayer run --help)", a);
+#undef VAL
+    }
+    if (!model) model = cli_default_model();
+    zl_err err = {0};
+    zl_llm_opts lo = {(int)threads, no_mmap, mlock, 0};
+    double t0 = now_s();
+    zl_llm *llm;
+    if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
+    double t_load = now_s() - t0;
+    fprintf(stderr, "zerolayer: %s (%d threads, loaded in %.0f ms)\n", zl_llm_desc(llm), zl_llm_n_threads(llm),
+            t_load * 1e3);
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (zl_llm_tokenize(llm, prompt, strlen(prompt), 1, 0, &ids, &n_ids, &err)) {
+        zl_llm_close(llm);
+        return cli_fail("tokenizing the prompt: %s", err.msg);
+    }
+    if (n_ids == 0) { /* a model that adds no BOS and an empty prompt: start from BOS anyway */
+        free(ids);
+        ids = malloc(sizeof *ids);
+        ids[0] = zl_llm_bos(llm);
+        n_ids = 1;
+        if (ids[0] < 0) { free(ids); zl_llm_close(llm); return cli_fail("empty prompt and the model has no BOS token"); }
+    }
+    int n_ctx = ctx ? (int)ctx : zl_llm_n_ctx_train(llm);
+    if (!ctx && n_ctx > 4096) n_ctx = 4096;
+    if ((long)n_ids >= n_ctx) {
+        free(ids);
+        zl_llm_close(llm);
+        return cli_fail("prompt has %zu tokens; the context holds %d (use -c)", n_ids, n_ctx);
+    }
+    zl_seq_opts so = {n_ctx, kvt, zl_sampling_defaults()};
+    so.sampling.temp = (float)temp;
+    so.sampling.top_k = (int)top_k;
+    so.sampling.top_p = (float)top_p;
+    so.sampling.min_p = (float)min_p;
+    so.sampling.repeat_penalty = (float)rep;
+    so.sampling.repeat_last_n = (int)last_n;
+    so.sampling.presence_penalty = (float)pres;
+    so.sampling.frequency_penalty = (float)freq;
+    so.sampling.seed = seed;
+    zl_seq *seq;
+    zl_stream *st;
+    if (zl_seq_new(&seq, llm, &so, &err)) { free(ids); zl_llm_close(llm); return cli_fail("%s", err.msg); }
+    zl_seq_set_exact(seq, exact);
+    /* strip the dummy-prefix space only when the prompt is empty: otherwise the
+     * continuation's leading space is real text */
+    if (zl_stream_new(&st, llm, prompt[0] == 0, &err)) {
+        zl_seq_free(seq); free(ids); zl_llm_close(llm);
+        return cli_fail("%s", err.msg);
+    }
+    double t1 = now_s();
+    int rc = zl_seq_eval(seq, ids, (int)n_ids, 0, NULL, &err);
+    double t_prefill = now_s() - t1, t2 = now_s();
+    int produced = 0;
+    while (!rc && (n_gen < 0 || produced < n_gen) && zl_seq_n_past(seq) < n_ctx) {
+        int32_t tok = zl_seq_sample(seq);
+        if (!ignore_eos && zl_llm_is_eog(llm, tok)) break;
+        size_t len;
+        const char *txt = zl_stream_feed(st, tok, &len);
+        if (len) { fwrite(txt, 1, len, stdout); fflush(stdout); }
+        produced++;
+        if (zl_seq_n_past(seq) >= n_ctx) break;
+        rc = zl_seq_eval(seq, &tok, 1, 1, NULL, &err);
+    }
+    size_t len;
+    const char *txt = zl_stream_flush(st, &len);
+    if (len) fwrite(txt, 1, len, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    double t_gen = now_s() - t2;
+    if (rc) fprintf(stderr, "zerolayer: %s\n", err.msg);
+    fprintf(stderr, "zerolayer: prompt %zu tokens in %.1f ms (%.1f tok/s); generated %d tokens in %.1f ms (%.1f tok/s)\n",
+            n_ids, t_prefill * 1e3, n_ids / (t_prefill > 0 ? t_prefill : 1e-9), produced, t_gen * 1e3,
+            produced / (t_gen > 0 ? t_gen : 1e-9));
+    zl_stream_free(st);
+    zl_seq_free(seq);
+    free(ids);
+    zl_llm_close(llm);
+    return rc ? 1 : 0;
+}

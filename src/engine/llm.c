@@ -1,0 +1,255 @@
+/* llm.c — the public handles of include/zerolayer.h over the internal
+ * modules: zl_llm = model + vocabulary + thread pool, zl_seq = KV cache +
+ * forward scratch + sampler for one sequence.  Knows nothing of HTTP/JSON. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../base/pool.h"
+#include "../decode/sampler.h"
+#include "../model/model.h"
+#include "../tokenizer/vocab.h"
+#include "zerolayer.h"
+
+struct zl_llm {
+    zl_model *model;
+    zl_vocab *vocab;
+    zl_pool *pool;
+    char desc[256];
+    uint64_t weight_bytes;
+    zl_fwd *batch_fwd; /* scratch of zl_llm_eval_batch */
+};
+
+struct zl_seq {
+    zl_llm *llm;
+    zl_kv *kv;
+    zl_fwd *fwd;
+    zl_sampler *sampler;
+    float *logits;  /* n_vocab: logits after the last fed token */
+    float *scratch; /* n_vocab: sampler works on a copy */
+    int has_logits;
+};
+
+struct zl_stream {
+    zl_detok *d;
+};
+
+int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err *err) {
+    *out = NULL;
+    zl_llm_opts o = {0};
+    if (opts) o = *opts;
+    zl_llm *llm = calloc(1, sizeof *llm);
+    if (!llm) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    zl_model_opts mo = {o.no_mmap, o.populate};
+    int rc = zl_model_load(&llm->model, path, &mo, err);
+    if (!rc) {
+        rc = zl_vocab_load(&llm->vocab, llm->model->gguf, err);
+        if (rc) zl_err_prefix(err, "%s: vocabulary", path);
+    }
+    if (!rc && zl_vocab_n_tokens(llm->vocab) < llm->model->hp.n_vocab)
+        rc = zl_errf(err, ZL_EFORMAT, "%s: vocabulary has %d tokens but token_embd has %d rows", path,
+                     zl_vocab_n_tokens(llm->vocab), llm->model->hp.n_vocab);
+    if (!rc && !(llm->pool = zl_pool_new(o.n_threads))) rc = zl_errf(err, ZL_ENOMEM, "cannot start threads");
+    if (rc) { zl_llm_close(llm); return rc; }
+    const zl_gguf *g = llm->model->gguf;
+    for (uint64_t i = 0; i < g->n_tensors; i++) llm->weight_bytes += g->tensors[i].nbytes;
+    if (o.mlock && mlock(g->base, g->size) != 0)
+        fprintf(stderr, "zerolayer: warning: mlock of %zu bytes failed: %s\n", g->size, strerror(errno));
+    const zl_hparams *hp = &llm->model->hp;
+    snprintf(llm->desc, sizeof llm->desc, "%s%s%s%s: %d layers, dim %d, ffn %d, heads %d/%d, vocab %d, %.1f MiB",
+             hp->arch, *llm->model->name ? " \"" : "", llm->model->name, *llm->model->name ? "\"" : "", hp->n_layers,
+             hp->dim, hp->ffn_dim, hp->n_heads, hp->n_kv_heads, hp->n_vocab, llm->weight_bytes / 1048576.0);
+    *out = llm;
+    return 0;
+}
+
+void zl_llm_close(zl_llm *llm) {
+    if (!llm) return;
+    zl_pool_free(llm->pool);
+    zl_fwd_free(llm->batch_fwd);
+    zl_vocab_free(llm->vocab);
+    zl_model_free(llm->model);
+    free(llm);
+}
+
+int zl_llm_n_vocab(const zl_llm *llm) { return llm->model->hp.n_vocab; }
+int zl_llm_n_ctx_train(const zl_llm *llm) { return llm->model->hp.n_ctx_train; }
+int zl_llm_n_threads(const zl_llm *llm) { return zl_pool_size(llm->pool); }
+int32_t zl_llm_bos(const zl_llm *llm) { return zl_vocab_bos(llm->vocab); }
+int32_t zl_llm_eos(const zl_llm *llm) { return zl_vocab_eos(llm->vocab); }
+int zl_llm_is_eog(const zl_llm *llm, int32_t t) { return zl_token_is_eog(llm->vocab, t); }
+const char *zl_llm_desc(const zl_llm *llm) { return llm->desc; }
+uint64_t zl_llm_weight_bytes(const zl_llm *llm) { return llm->weight_bytes; }
+
+int zl_llm_tokenize(const zl_llm *llm, const char *text, size_t len, int add_special, int parse_special,
+                    int32_t **ids, size_t *n, zl_err *err) {
+    return zl_tokenize(llm->vocab, text, len, add_special, parse_special, ids, n, err);
+}
+
+int zl_llm_detokenize(const zl_llm *llm, const int32_t *ids, size_t n, int render_special, char **out, size_t *len,
+                      zl_err *err) {
+    return zl_detokenize(llm->vocab, ids, n, render_special ? ZL_DETOK_SPECIAL : 0, out, len, err);
+}
+
+zl_sampling zl_sampling_defaults(void) {
+    zl_sampler_params p = zl_sampler_defaults();
+    zl_sampling s = {p.temp, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.repeat_last_n, p.presence_penalty,
+                     p.frequency_penalty, p.seed};
+    return s;
+}
+
+int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) {
+    *out = NULL;
+    const zl_hparams *hp = &llm->model->hp;
+    zl_seq_opts o = {0};
+    if (opts) o = *opts;
+    else o.sampling = zl_sampling_defaults();
+    int n_ctx = o.n_ctx > 0 ? o.n_ctx : hp->n_ctx_train;
+    zl_seq *s = calloc(1, sizeof *s);
+    if (!s) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    s->llm = llm;
+    int rc = zl_kv_new(&s->kv, hp->n_layers, n_ctx, hp->n_kv_heads * hp->head_dim,
+                       o.kv_type == ZL_KV_F32 ? ZL_TYPE_F32 : ZL_TYPE_F16, err);
+    zl_sampler_params sp = {o.sampling.temp, o.sampling.top_k, o.sampling.top_p, o.sampling.min_p,
+                            o.sampling.repeat_penalty, o.sampling.repeat_last_n, o.sampling.presence_penalty,
+                            o.sampling.frequency_penalty, o.sampling.seed};
+    if (!rc) {
+        s->fwd = zl_fwd_new();
+        s->sampler = zl_sampler_new(&sp, hp->n_vocab);
+        s->logits = calloc((size_t)hp->n_vocab, sizeof(float));
+        s->scratch = calloc((size_t)hp->n_vocab, sizeof(float));
+        if (!s->fwd || !s->sampler || !s->logits || !s->scratch) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    }
+    if (rc) { zl_seq_free(s); return rc; }
+    *out = s;
+    return 0;
+}
+
+void zl_seq_free(zl_seq *s) {
+    if (!s) return;
+    zl_kv_free(s->kv);
+    zl_fwd_free(s->fwd);
+    zl_sampler_free(s->sampler);
+    free(s->logits);
+    free(s->scratch);
+    free(s);
+}
+
+int zl_seq_n_past(const zl_seq *s) { return s->kv->n_used; }
+int zl_seq_n_ctx(const zl_seq *s) { return s->kv->n_ctx; }
+void zl_seq_set_exact(zl_seq *s, int exact) { zl_fwd_set_exact(s->fwd, exact); }
+
+void zl_seq_truncate(zl_seq *s, int n) {
+    zl_kv_truncate(s->kv, n);
+    s->has_logits = 0;
+}
+
+int zl_seq_eval(zl_seq *s, const int32_t *ids, int n, int batch, float *all_logits, zl_err *err) {
+    if (n <= 0) return zl_errf(err, ZL_EINVAL, "nothing to evaluate");
+    const zl_model *m = s->llm->model;
+    int nv = m->hp.n_vocab;
+    if (s->kv->n_used + n > s->kv->n_ctx)
+        return zl_errf(err, ZL_ERANGE, "%d tokens do not fit: %d of the %d-token context are used", n,
+                       s->kv->n_used, s->kv->n_ctx);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= nv) return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", ids[i], nv);
+    if (batch <= 0) batch = 64;
+    zl_batch_tok *toks = malloc((size_t)batch * sizeof *toks);
+    if (!toks) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    int rc = 0;
+    for (int p = 0; p < n && !rc; p += batch) {
+        int cnt = n - p < batch ? n - p : batch, base = s->kv->n_used;
+        for (int i = 0; i < cnt; i++)
+            toks[i] = (zl_batch_tok){ids[p + i], base + i, 0, all_logits ? 1 : (p + i == n - 1)};
+        float *dst = all_logits ? all_logits + (size_t)p * nv : s->logits;
+        rc = zl_forward(m, &s->kv, toks, cnt, dst, s->fwd, s->llm->pool, err);
+    }
+    free(toks);
+    if (rc) return rc;
+    if (all_logits) memcpy(s->logits, all_logits + (size_t)(n - 1) * nv, (size_t)nv * sizeof(float));
+    for (int i = 0; i < n; i++) zl_sampler_accept(s->sampler, ids[i]);
+    s->has_logits = 1;
+    return 0;
+}
+
+const float *zl_seq_logits(const zl_seq *s) { return s->has_logits ? s->logits : NULL; }
+
+int32_t zl_seq_sample(zl_seq *s) {
+    int nv = s->llm->model->hp.n_vocab;
+    memcpy(s->scratch, s->logits, (size_t)nv * sizeof(float));
+    return zl_sampler_sample(s->sampler, s->scratch);
+}
+
+int zl_stream_new(zl_stream **out, const zl_llm *llm, int strip_leading_space, zl_err *err) {
+    *out = NULL;
+    zl_stream *st = calloc(1, sizeof *st);
+    if (!st) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    int rc = zl_detok_new(&st->d, llm->vocab, strip_leading_space ? ZL_DETOK_STRIP_SPACE : 0, err);
+    if (rc) { free(st); return rc; }
+    *out = st;
+    return 0;
+}
+
+void zl_stream_free(zl_stream *st) {
+    if (!st) return;
+    zl_detok_free(st->d);
+    free(st);
+}
+
+const char *zl_stream_feed(zl_stream *st, int32_t token, size_t *len) {
+    const char *o = NULL;
+    *len = 0;
+    if (zl_detok_feed(st->d, token, &o, len, NULL)) { *len = 0; return ""; }
+    return o ? o : "";
+}
+
+const char *zl_stream_flush(zl_stream *st, size_t *len) {
+    const char *o = NULL;
+    *len = 0;
+    if (zl_detok_flush(st->d, &o, len, NULL)) { *len = 0; return ""; }
+    return o ? o : "";
+}
+
+int zl_llm_eval_batch(zl_llm *llm, const zl_batch_item *items, int n_items, zl_err *err) {
+    if (n_items <= 0) return zl_errf(err, ZL_EINVAL, "empty batch");
+    const zl_model *m = llm->model;
+    int nv = m->hp.n_vocab, total = 0;
+    for (int i = 0; i < n_items; i++) {
+        const zl_seq *s = items[i].seq;
+        if (!s || s->llm != llm || items[i].n <= 0)
+            return zl_errf(err, ZL_EINVAL, "batch item %d is invalid", i);
+        for (int j = 0; j < i; j++)
+            if (items[j].seq == s) return zl_errf(err, ZL_EINVAL, "sequence appears twice in one batch");
+        if (s->kv->n_used + items[i].n > s->kv->n_ctx)
+            return zl_errf(err, ZL_ERANGE, "batch item %d: %d tokens do not fit: %d of the %d-token context are used",
+                           i, items[i].n, s->kv->n_used, s->kv->n_ctx);
+        for (int j = 0; j < items[i].n; j++)
+            if (items[i].ids[j] < 0 || items[i].ids[j] >= nv)
+                return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", items[i].ids[j], nv);
+        total += items[i].n;
+    }
+    if (!llm->batch_fwd && !(llm->batch_fwd = zl_fwd_new())) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    zl_batch_tok *toks = malloc((size_t)total * sizeof *toks);
+    zl_kv **kvs = malloc((size_t)n_items * sizeof *kvs);
+    float *logits = malloc((size_t)n_items * nv * sizeof *logits);
+    int rc = 0;
+    if (!toks || !kvs || !logits) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    for (int i = 0, t = 0; !rc && i < n_items; i++) {
+        kvs[i] = items[i].seq->kv;
+        for (int j = 0; j < items[i].n; j++, t++)
+            toks[t] = (zl_batch_tok){items[i].ids[j], kvs[i]->n_used + j, i, j == items[i].n - 1};
+    }
+    if (!rc) rc = zl_forward(m, kvs, toks, total, logits, llm->batch_fwd, llm->pool, err);
+    for (int i = 0; !rc && i < n_items; i++) {
+        zl_seq *s = items[i].seq;
+        memcpy(s->logits, logits + (size_t)i * nv, (size_t)nv * sizeof(float));
+        for (int j = 0; j < items[i].n; j++) zl_sampler_accept(s->sampler, items[i].ids[j]);
+        s->has_logits = 1;
+    }
+    free(toks);
+    free(kvs);
+    free(logits);
+    return rc;
+}

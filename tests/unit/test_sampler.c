@@ -1,0 +1,134 @@
+/* test_sampler.c — sampling transforms and reproducibility.
+ * The expected distributions are computed here independently (softmax in
+ * double over hand-picked logits), not by calling the sampler's helpers. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "decode/sampler.h"
+
+static zl_sampler_params plain(float temp) {
+    zl_sampler_params p = {temp, 0, 1.0f, 0.0f, 1.0f, 64, 0.0f, 0.0f, 1};
+    return p;
+}
+
+Test(sampler, greedy_is_argmax_lowest_id_on_ties) {
+    zl_sampler_params p = plain(0);
+    zl_sampler *s = zl_sampler_new(&p, 5);
+    float l[5] = {0.1f, 3.0f, -1.0f, 3.0f, 2.0f};
+    cr_assert_eq(zl_sampler_sample(s, l), 1);
+    zl_sampler_free(s);
+}
+
+Test(sampler, seed_reproduces_and_differs) {
+    int n = 50, a[200], b[200], c[200];
+    float base[50];
+    for (int i = 0; i < n; i++) base[i] = sinf((float)i) * 2.0f;
+    zl_sampler_params p = zl_sampler_defaults();
+    p.temp = 1.0f; p.top_k = 0; p.top_p = 1.0f; p.min_p = 0;
+    for (int run = 0; run < 3; run++) {
+        p.seed = run == 2 ? 99 : 42;
+        zl_sampler *s = zl_sampler_new(&p, n);
+        for (int k = 0; k < 200; k++) {
+            float l[50];
+            memcpy(l, base, sizeof l);
+            int t = zl_sampler_sample(s, l);
+            (run == 0 ? a : run == 1 ? b : c)[k] = t;
+        }
+        zl_sampler_free(s);
+    }
+    cr_assert(memcmp(a, b, sizeof a) == 0, "same seed must give the same tokens");
+    cr_assert(memcmp(a, c, sizeof a) != 0, "different seeds should differ");
+}
+
+/* Chi-square goodness of fit of 40000 draws against softmax(l / T). */
+static void check_distribution(float temp) {
+    enum { N = 6, DRAWS = 40000 };
+    float base[N] = {1.0f, 0.5f, 0.0f, -0.5f, 2.0f, 1.5f};
+    double expect[N], z = 0;
+    for (int i = 0; i < N; i++) z += exp(base[i] / temp);
+    for (int i = 0; i < N; i++) expect[i] = exp(base[i] / temp) / z * DRAWS;
+    zl_sampler_params p = plain(temp);
+    p.seed = 1234;
+    zl_sampler *s = zl_sampler_new(&p, N);
+    int cnt[N] = {0};
+    for (int k = 0; k < DRAWS; k++) {
+        float l[N];
+        memcpy(l, base, sizeof l);
+        cnt[zl_sampler_sample(s, l)]++;
+    }
+    double chi = 0;
+    for (int i = 0; i < N; i++) chi += (cnt[i] - expect[i]) * (cnt[i] - expect[i]) / expect[i];
+    /* 5 degrees of freedom: p = 0.001 at 20.5 */
+    cr_assert_lt(chi, 20.5, "temp %.2f: chi-square %.2f too large", temp, chi);
+    zl_sampler_free(s);
+}
+
+Test(sampler, temperature_one_matches_softmax) { check_distribution(1.0f); }
+Test(sampler, temperature_half_matches_softmax) { check_distribution(0.5f); }
+
+Test(sampler, top_k_top_p_min_p_filter) {
+    float base[6] = {4.0f, 3.0f, 2.0f, 1.0f, 0.0f, -1.0f};
+    float pr[6], l[6];
+    zl_sampler_params p = plain(1.0f);
+    p.top_k = 2;
+    zl_sampler *s = zl_sampler_new(&p, 6);
+    memcpy(l, base, sizeof l);
+    zl_sampler_probs(s, l, pr);
+    double z = exp(4.0) + exp(3.0);
+    cr_assert_float_eq(pr[0], exp(4.0) / z, 1e-5);
+    cr_assert_float_eq(pr[1], exp(3.0) / z, 1e-5);
+    for (int i = 2; i < 6; i++) cr_assert_eq(pr[i], 0.0f);
+    zl_sampler_free(s);
+
+    /* top-p 0.7: p0 = 0.636 < 0.7, p0+p1 = 0.870 >= 0.7 -> keep two */
+    p = plain(1.0f);
+    p.top_p = 0.7f;
+    s = zl_sampler_new(&p, 6);
+    memcpy(l, base, sizeof l);
+    zl_sampler_probs(s, l, pr);
+    cr_assert(pr[0] > 0 && pr[1] > 0 && pr[2] == 0.0f);
+    zl_sampler_free(s);
+
+    /* min-p 0.3: keep tokens with p >= 0.3 * p_max, i.e. logit >= 4 + ln 0.3 = 2.796 */
+    p = plain(1.0f);
+    p.min_p = 0.3f;
+    s = zl_sampler_new(&p, 6);
+    memcpy(l, base, sizeof l);
+    zl_sampler_probs(s, l, pr);
+    cr_assert(pr[0] > 0 && pr[1] > 0 && pr[2] == 0.0f);
+    zl_sampler_free(s);
+}
+
+Test(sampler, penalties) {
+    float l[4] = {2.0f, -2.0f, 1.0f, 0.5f};
+    zl_sampler_params p = plain(0);
+    p.repeat_penalty = 2.0f;
+    p.presence_penalty = 0.25f;
+    p.frequency_penalty = 0.5f;
+    zl_sampler *s = zl_sampler_new(&p, 4);
+    zl_sampler_accept(s, 0);
+    zl_sampler_accept(s, 0);
+    zl_sampler_accept(s, 1);
+    float pr[4];
+    zl_sampler_probs(s, l, pr);
+    /* token 0: 2/2 - 2*0.5 - 0.25 = -0.25; token 1: -2*2 - 0.5 - 0.25 = -4.75 */
+    cr_assert_float_eq(l[0], -0.25f, 1e-6);
+    cr_assert_float_eq(l[1], -4.75f, 1e-6);
+    cr_assert_float_eq(l[2], 1.0f, 1e-6);
+    cr_assert_eq(pr[2], 1.0f, "greedy picks token 2 after penalties");
+    zl_sampler_free(s);
+}
+
+Test(sampler, top_k_with_huge_vocab_and_nan_safe) {
+    int n = 100000;
+    float *l = malloc(sizeof(float) * n);
+    for (int i = 0; i < n; i++) l[i] = (float)((i * 7919) % n) / n;
+    l[4242] = 5.0f;
+    zl_sampler_params p = zl_sampler_defaults();
+    p.top_k = 1;
+    zl_sampler *s = zl_sampler_new(&p, n);
+    cr_assert_eq(zl_sampler_sample(s, l), 4242);
+    zl_sampler_free(s);
+    free(l);
+}

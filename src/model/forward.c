@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/cpu.h"
+#include "../tensor/attn.h"
 #include "model.h"
 
 struct zl_fwd {
@@ -98,28 +100,6 @@ static void store_row(zl_type t, void *dst, const float *src, int n) {
     for (int i = 0; i < n; i++) d[i] = zl_f32_to_f16(src[i]);
 }
 
-static float dot_kv(zl_type t, const void *row, const float *q, int n) {
-    float s = 0;
-    if (t == ZL_TYPE_F32) {
-        const float *r = row;
-        for (int i = 0; i < n; i++) s += r[i] * q[i];
-    } else {
-        const zl_f16 *r = row;
-        for (int i = 0; i < n; i++) s += zl_f16_to_f32(r[i]) * q[i];
-    }
-    return s;
-}
-
-static void axpy_kv(zl_type t, float a, const void *row, float *y, int n) {
-    if (t == ZL_TYPE_F32) {
-        const float *r = row;
-        for (int i = 0; i < n; i++) y[i] += a * r[i];
-    } else {
-        const zl_f16 *r = row;
-        for (int i = 0; i < n; i++) y[i] += a * zl_f16_to_f32(r[i]);
-    }
-}
-
 typedef struct {
     const zl_model *m;
     zl_kv **kv;
@@ -129,6 +109,7 @@ typedef struct {
     float *out;      /* [n][qd] */
     float *scores;   /* [nth][max_ctx] */
     int max_ctx;
+    zl_attn_kernels kf16, kf32;
 } attn_job;
 
 static void attn_worker(void *ctx, int ith, int nth) {
@@ -142,12 +123,14 @@ static void attn_worker(void *ctx, int ith, int nth) {
     for (long task = b; task < e; task++) {
         int i = (int)(task / hp->n_heads), h = (int)(task % hp->n_heads);
         const zl_kv *kv = j->kv[j->toks[i].seq];
-        int len = j->toks[i].pos + 1, kvh = h / group;
+        const zl_attn_kernels *K = kv->type == ZL_TYPE_F16 ? &j->kf16 : &j->kf32;
+        size_t head_off = (size_t)(h / group) * hd * (kv->type == ZL_TYPE_F16 ? 2 : 4);
+        int len = j->toks[i].pos + 1;
         const float *q = j->q + (size_t)i * qd + (size_t)h * hd;
         float mx = -INFINITY;
         for (int p = 0; p < len; p++) {
             const uint8_t *kr = zl_kv_k(kv, j->layer, p);
-            sc[p] = dot_kv(kv->type, kr + (size_t)kvh * hd * (kv->type == ZL_TYPE_F16 ? 2 : 4), q, hd) * scale;
+            sc[p] = K->kdot(kr + head_off, q, hd) * scale;
             if (sc[p] > mx) mx = sc[p];
         }
         double sum = 0;
@@ -160,7 +143,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
         memset(o, 0, (size_t)hd * sizeof(float));
         for (int p = 0; p < len; p++) {
             const uint8_t *vr = zl_kv_v(kv, j->layer, p);
-            axpy_kv(kv->type, sc[p] * inv, vr + (size_t)kvh * hd * (kv->type == ZL_TYPE_F16 ? 2 : 4), o, hd);
+            K->vaxpy(sc[p] * inv, vr + head_off, o, hd);
         }
     }
 }
@@ -227,7 +210,8 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
             store_row(kv->type, zl_kv_k(kv, l, toks[i].pos), ki, kvd);
             store_row(kv->type, zl_kv_v(kv, l, toks[i].pos), vi, kvd);
         }
-        attn_job aj = {m, kvs, toks, n, l, q, att, scores, max_ctx};
+        attn_job aj = {m, kvs, toks, n, l, q, att, scores, max_ctx, zl_attn_kernels_for(ZL_TYPE_F16, zl_cpu_isa()),
+                       zl_attn_kernels_for(ZL_TYPE_F32, zl_cpu_isa())};
         zl_pool_run(pool, attn_worker, &aj);
         matmul(f, &L->wo, att, qd, n, xb, dim, pool);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];

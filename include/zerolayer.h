@@ -35,7 +35,14 @@ typedef struct zl_llm_opts {
     int no_mmap;   /* read the file into memory instead of mapping it */
     int mlock;     /* lock the weights in RAM */
     int populate;  /* fault every page in at load (MAP_POPULATE) */
+    int prefetch_layers; /* read-ahead depth in layers: 0 = default (2), < 0 = off */
 } zl_llm_opts;
+
+/* Pull every page of the weights into the page cache (reads the file once);
+ * progress(done, total, ctx) is called about every 1% (may be NULL). */
+void zl_llm_preheat(zl_llm *llm, void (*progress)(size_t done, size_t total, void *ctx), void *ctx);
+/* Fraction of the weight file resident in memory right now (0..1). */
+double zl_llm_resident(const zl_llm *llm);
 
 int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err *err);
 void zl_llm_close(zl_llm *llm);

@@ -7,6 +7,7 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -18,7 +19,10 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-#define SPIN_ITERS 200000
+/* Busy-wait budget before yielding / sleeping.  Short: on an oversubscribed
+ * machine a spinning thread steals the core the thread it waits for needs. */
+#define SPIN_ITERS 20000
+#define YIELD_ITERS 50
 
 struct zl_pool {
     int n;
@@ -46,6 +50,7 @@ static void *worker(void *arg) {
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
             if (atomic_load(&p->stop)) return NULL;
             if (++spins < SPIN_ITERS) { CPU_RELAX(); continue; }
+            if (spins < SPIN_ITERS + YIELD_ITERS) { sched_yield(); continue; }
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
             while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
@@ -115,5 +120,8 @@ void zl_pool_run(zl_pool *p, zl_pool_fn fn, void *ctx) {
         pthread_mutex_unlock(&p->mu);
     }
     fn(ctx, 0, p->n);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) CPU_RELAX();
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
+        if (spins < SPIN_ITERS) CPU_RELAX();
+        else sched_yield();
+    }
 }

@@ -2,6 +2,8 @@
 #ifndef ZL_CLI_H
 #define ZL_CLI_H
 
+#include <stddef.h>
+
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
@@ -20,5 +22,7 @@ int cli_u64(const char *flag, const char *s, unsigned long long *out);
  * source tree, or $ZL_DEFAULT_MODEL). */
 const char *cli_default_model(void);
 int cli_is_help(const char *a);
+/* Progress bar on stderr when it is a terminal (zl_llm_preheat callback). */
+void cli_progress(size_t done, size_t total, void *label);
 
 #endif

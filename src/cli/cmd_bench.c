@@ -15,6 +15,7 @@
 
 static const char *k_usage =
     "usage: zerolayer bench [-m MODEL] [-p 128,512] [-n 64] [-t 1,2] [-r 3] [--ctx 0,1024,4096] [--json]\n"
+    "                       [--prefetch-layers N] [--no-mmap] [--preheat]\n"
     "  -p LIST    prompt lengths to time (pp); 0 skips\n"
     "  -n LIST    generated tokens to time (tg); 0 skips\n"
     "  -t LIST    thread counts\n"
@@ -77,7 +78,8 @@ static void stats(const double *v, int n, double *mean, double *sd) {
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL;
     long pp[MAXL] = {128}, tg[MAXL] = {64}, th[MAXL] = {2}, depth[MAXL] = {0}, reps = 3;
-    int npp = 1, ntg = 1, nth = 1, ndepth = 1, json = 0;
+    int npp = 1, ntg = 1, nth = 1, ndepth = 1, json = 0, no_mmap = 0, preheat = 0;
+    long prefetch = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(a)) { fputs(k_usage, stdout); return 0; }
@@ -89,6 +91,9 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--ctx")) { if (parse_list(a, VAL, depth, &ndepth, 0, 1 << 20)) return 1; }
         else if (!strcmp(a, "-r")) { if (cli_int(a, VAL, 1, 1000, &reps)) return 1; }
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
+        else if (!strcmp(a, "--preheat")) preheat = 1;
+        else if (!strcmp(a, "--prefetch-layers")) { if (cli_int(a, VAL, 0, 1024, &prefetch)) return 1; }
         else return cli_fail("bench: unknown option '%s' (see zerolayer bench --help)", a);
 #undef VAL
     }
@@ -102,10 +107,11 @@ int cmd_bench(int argc, char **argv) {
     char descbuf[256] = "";
     zl_err err = {0};
     for (int ti = 0; ti < nth; ti++) {
-        zl_llm_opts lo = {(int)th[ti], 0, 0, 0};
+        zl_llm_opts lo = {(int)th[ti], no_mmap, 0, 0, prefetch ? (int)prefetch : -1};
         zl_llm *llm;
         double t0 = now_s();
         if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
+        if (preheat) zl_llm_preheat(llm, cli_progress, "preheat");
         if (ti == 0) {
             load_ms = (now_s() - t0) * 1e3;
             wbytes = zl_llm_weight_bytes(llm);

@@ -84,7 +84,7 @@ int cmd_perplexity(int argc, char **argv) {
     }
     if (!ids_path == !text_path) return cli_fail("perplexity: give exactly one of --ids FILE or -f TEXTFILE");
     zl_err err = {0};
-    zl_llm_opts lo = {(int)threads, 0, 0, 0};
+    zl_llm_opts lo = {(int)threads, 0, 0, 0, 0};
     zl_llm *llm;
     if (zl_llm_open(&llm, model ? model : cli_default_model(), &lo, &err)) return cli_fail("%s", err.msg);
     int nv = zl_llm_n_vocab(llm);

@@ -13,7 +13,7 @@ static const char *k_usage =
     "usage: zerolayer run [-m MODEL] [-p PROMPT] [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P]\n"
     "                     [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
     "                     [--frequency-penalty P] [-t THREADS] [-c CTX] [--ignore-eos] [--kv-type f16|f32]\n"
-    "                     [--no-mmap] [--mlock] [--exact]\n"
+    "                     [--no-mmap] [--mlock] [--preheat] [--prefetch-layers N] [--exact]\n"
     "  Generate a continuation of PROMPT (default: empty, i.e. BOS only) and stream it to stdout.\n"
     "  -m MODEL        GGUF model (default: the embedded models/stories260K.gguf)\n"
     "  -n N            tokens to generate (default 256; -1 = until end of text or context)\n"
@@ -24,6 +24,10 @@ static const char *k_usage =
     "  -t THREADS      worker threads (default: all CPUs)\n"
     "  -c CTX          context length (default: the model's, capped at 4096)\n"
     "  --ignore-eos    keep generating past end-of-text tokens\n"
+    "  --no-mmap       read the weights into memory instead of mapping the file\n"
+    "  --mlock         lock the mapped weights in RAM\n"
+    "  --preheat       read the whole file into the page cache first (progress bar on a TTY)\n"
+    "  --prefetch-layers N  read ahead N layers of weights while computing (default 2, 0 = off)\n"
     "  --exact         reference arithmetic (f32 activations, f64 sums); slow\n";
 
 static double now_s(void) {
@@ -37,7 +41,8 @@ int cmd_run(int argc, char **argv) {
     long n_gen = 256, threads = 0, ctx = 0, top_k = 40, last_n = 64;
     double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, pres = 0, freq = 0;
     unsigned long long seed = 0;
-    int ignore_eos = 0, exact = 0, no_mmap = 0, mlock = 0;
+    int ignore_eos = 0, exact = 0, no_mmap = 0, mlock = 0, preheat = 0;
+    long prefetch = 2;
     zl_kv_type kvt = ZL_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -67,15 +72,18 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--exact")) exact = 1;
         else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
         else if (!strcmp(a, "--mlock")) mlock = 1;
+        else if (!strcmp(a, "--preheat")) preheat = 1;
+        else if (!strcmp(a, "--prefetch-layers")) { if (cli_int(a, VAL, 0, 1024, &prefetch)) return 1; }
         else return cli_fail("run: unknown option '%s' (see zerolayer run --help)", a);
 #undef VAL
     }
     if (!model) model = cli_default_model();
     zl_err err = {0};
-    zl_llm_opts lo = {(int)threads, no_mmap, mlock, 0};
+    zl_llm_opts lo = {(int)threads, no_mmap, mlock, 0, prefetch ? (int)prefetch : -1};
     double t0 = now_s();
     zl_llm *llm;
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
+    if (preheat) zl_llm_preheat(llm, cli_progress, "preheat");
     double t_load = now_s() - t0;
     fprintf(stderr, "zerolayer: %s (%d threads, loaded in %.0f ms)\n", zl_llm_desc(llm), zl_llm_n_threads(llm),
             t_load * 1e3);

@@ -57,6 +57,15 @@ int cli_u64(const char *flag, const char *s, unsigned long long *out) {
     return 0;
 }
 
+void cli_progress(size_t done, size_t total, void *label) {
+    if (!isatty(2)) return;
+    int w = 40, fill = total ? (int)((double)done / total * w) : w;
+    fprintf(stderr, "\r%s [", label ? (const char *)label : "");
+    for (int i = 0; i < w; i++) fputc(i < fill ? '#' : '.', stderr);
+    fprintf(stderr, "] %3.0f%% %.0f/%.0f MiB", total ? 100.0 * done / total : 100.0, done / 1048576.0, total / 1048576.0);
+    if (done >= total) fputc('\n', stderr);
+}
+
 int cli_is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
 
 const char *cli_default_model(void) {

@@ -10,6 +10,7 @@
 #include "../base/pool.h"
 #include "../decode/sampler.h"
 #include "../model/model.h"
+#include "../model/prefetch.h"
 #include "../tokenizer/vocab.h"
 #include "zerolayer.h"
 
@@ -53,6 +54,7 @@ int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err 
                      zl_vocab_n_tokens(llm->vocab), llm->model->hp.n_vocab);
     if (!rc && !(llm->pool = zl_pool_new(o.n_threads))) rc = zl_errf(err, ZL_ENOMEM, "cannot start threads");
     if (rc) { zl_llm_close(llm); return rc; }
+    llm->model->prefetch = zl_prefetch_new(llm->model, o.prefetch_layers == 0 ? 2 : o.prefetch_layers);
     const zl_gguf *g = llm->model->gguf;
     for (uint64_t i = 0; i < g->n_tensors; i++) llm->weight_bytes += g->tensors[i].nbytes;
     if (o.mlock && mlock(g->base, g->size) != 0)
@@ -73,6 +75,12 @@ void zl_llm_close(zl_llm *llm) {
     zl_model_free(llm->model);
     free(llm);
 }
+
+void zl_llm_preheat(zl_llm *llm, void (*progress)(size_t, size_t, void *), void *ctx) {
+    zl_model_preheat(llm->model, progress, ctx);
+}
+
+double zl_llm_resident(const zl_llm *llm) { return zl_model_resident(llm->model); }
 
 int zl_llm_n_vocab(const zl_llm *llm) { return llm->model->hp.n_vocab; }
 int zl_llm_n_ctx_train(const zl_llm *llm) { return llm->model->hp.n_ctx_train; }

@@ -13,6 +13,7 @@
 #include "../base/cpu.h"
 #include "../tensor/attn.h"
 #include "model.h"
+#include "prefetch.h"
 
 struct zl_fwd {
     float *buf;
@@ -193,6 +194,7 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
 
     for (int l = 0; l < hp->n_layers; l++) {
         const zl_layer *L = &m->layers[l];
+        zl_prefetch_layer(m->prefetch, l);
         /* attention block */
         for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, x + (size_t)i * dim, L->attn_norm, dim, hp->norm_eps);
         matmul(f, &L->wq, xb, dim, n, q, qd, pool);
@@ -229,6 +231,7 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
         if (toks[i].pos + 1 > kv->n_used) kv->n_used = toks[i].pos + 1;
     }
     if (!n_out) return 0;
+    zl_prefetch_layer(m->prefetch, hp->n_layers - 1); /* output matrix, then the first layers again */
     int o = 0;
     for (int i = 0; i < n; i++)
         if (toks[i].want_logits) rmsnorm(xo + (size_t)(o++) * dim, x + (size_t)i * dim, m->output_norm, dim, hp->norm_eps);

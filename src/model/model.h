@@ -43,6 +43,7 @@ typedef struct zl_model {
     float **owned; /* converted vectors */
     int n_owned;
     char name[128];
+    struct zl_prefetch *prefetch; /* weight read-ahead service, or NULL */
 } zl_model;
 
 typedef struct zl_model_opts {

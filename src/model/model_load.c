@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "prefetch.h"
 
 static int get_u32_req(const zl_gguf *g, const char *arch, const char *suffix, int *out, zl_err *err) {
     char key[128];
@@ -215,6 +216,7 @@ int zl_model_load(zl_model **out, const char *path, const zl_model_opts *opts, z
 
 void zl_model_free(zl_model *m) {
     if (!m) return;
+    zl_prefetch_free(m->prefetch);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);

@@ -42,7 +42,8 @@ static float *logits_of(const char *path, zl_err *err) {
 
 /* Copy stories260K into a new file, renaming the architecture keys and
  * transforming tensors.  mode: 0 = llama copy with rope scaling `scale`,
- * 1 = qwen2 with de-interleaved Q/K and bias value `bias`. */
+ * 1 = qwen2 with de-interleaved Q/K and bias value `bias`, 2 = llama without
+ * output.weight (tied), 3 = llama with output.weight := token_embd.weight. */
 static void rewrite(const char *out, int mode, float bias, float scale) {
     zl_err err = {0};
     zl_gguf *g;
@@ -80,6 +81,12 @@ static void rewrite(const char *out, int mode, float bias, float scale) {
         char name[128];
         zl_str_copy(t->name, name, sizeof name);
         const void *data = t->data;
+        if (mode == 2 && !strcmp(name, "output.weight")) continue;
+        if (mode == 3 && !strcmp(name, "output.weight")) {
+            const zl_gguf_tensor *te = zl_gguf_find_tensor(g, "token_embd.weight");
+            cr_assert_eq(te->nbytes, t->nbytes);
+            data = te->data;
+        }
         int is_q = strstr(name, "attn_q.weight") != NULL, is_k = strstr(name, "attn_k.weight") != NULL;
         if (mode == 1 && (is_q || is_k)) {
             cr_assert_eq(t->type, 0u, "test expects F32 weights");
@@ -152,6 +159,26 @@ Test(arch, linear_rope_scaling) {
     cr_assert_lt(max_diff(ref, b, 512), 1e-6);
     cr_assert_gt(max_diff(ref, b, (size_t)NTOK * 512), 1e-3);
     free(ref); free(a); free(b);
+    unlink(p1);
+    unlink(p2);
+}
+
+Test(arch, tied_output_uses_token_embd) {
+    zl_err err = {0};
+    char p1[] = "/tmp/zl_tied_XXXXXX", p2[] = "/tmp/zl_tied2_XXXXXX";
+    close(mkstemp(p1));
+    close(mkstemp(p2));
+    rewrite(p1, 2, 0, 1.0f);
+    rewrite(p2, 3, 0, 1.0f);
+    zl_model *m;
+    cr_assert_eq(zl_model_load(&m, p1, NULL, &err), 0, "%s", err.msg);
+    cr_assert_eq(m->hp.tied_output, 1);
+    zl_model_free(m);
+    float *a = logits_of(p1, &err), *b = logits_of(p2, &err), *ref = logits_of(MODEL, &err);
+    cr_assert(a && b && ref, "%s", err.msg);
+    cr_assert_lt(max_diff(a, b, (size_t)NTOK * 512), 1e-6);
+    cr_assert_gt(max_diff(a, ref, (size_t)NTOK * 512), 1e-3, "stories260K's own output matrix differs from its embeddings");
+    free(a); free(b); free(ref);
     unlink(p1);
     unlink(p2);
 }

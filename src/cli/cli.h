@@ -11,6 +11,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Print "zerolayer: <msg>" to stderr and return 1 (the exit status). */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

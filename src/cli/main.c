@@ -97,7 +97,8 @@ static void usage(FILE *f) {
           "  quantize    convert a GGUF model to another tensor type\n"
           "  synth       write a random-weight llama model\n"
           "  inspect     print a GGUF file's metadata and tensors\n"
-          "  bench       measure prompt and generation speed\n",
+          "  bench       measure prompt and generation speed\n"
+          "  serve       OpenAI- and Anthropic-compatible HTTP server\n",
           f);
 }
 
@@ -112,5 +113,6 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "serve")) return cmd_serve(argc - 1, argv + 1);
     return cli_fail("unknown command '%s' (see zerolayer --help)", c);
 }

@@ -1,0 +1,96 @@
+/* cmd_serve.c — `zerolayer serve`: parse flags, load the model, run the
+ * HTTP server (src/server) until SIGINT/SIGTERM. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../server/server.h"
+#include "cli.h"
+#include "zerolayer.h"
+
+static void serve_usage(FILE *f) {
+    fputs("usage: zerolayer serve [-m MODEL] [options]\n"
+          "  OpenAI- and Anthropic-compatible HTTP server with continuous batching.\n"
+          "  -m, --model PATH        GGUF model (default: the bundled stories260K)\n"
+          "  --host ADDR             address to bind (default 127.0.0.1)\n"
+          "  --port N                port (default 8080; 0 picks a free one, printed at start)\n"
+          "  --parallel N            sequences generated at once (default 8)\n"
+          "  --ctx N                 context per sequence (default: the model's, at most 4096)\n"
+          "  --queue N               requests that may wait for a slot (default 64; then 429/529)\n"
+          "  --step-tokens N         tokens per batched forward: decode + prompt chunks (default 256)\n"
+          "  --api-key KEY           require this key (Bearer or x-api-key); repeatable\n"
+          "  --max-body BYTES        request body limit (default 8388608; larger -> 413)\n"
+          "  --chat-template NAME    chatml|qwen|llama2|llama3|mistral|phi3|gemma|zephyr|plain\n"
+          "  --model-id NAME         model name reported by /v1/models (default: file name)\n"
+          "  -t, --threads N         compute threads (default: all CPUs)\n"
+          "  --debug-step-ms N       sleep after each engine step (tests only)\n",
+          f);
+}
+
+int cmd_serve(int argc, char **argv) {
+    zl_server_opts o = {0};
+    o.host = "127.0.0.1";
+    o.port = 8080;
+    o.sched.n_parallel = 8;
+    o.sched.max_queue = 64;
+    o.sched.step_tokens = 256;
+    const char *model = NULL;
+    int n_ctx = 0, threads = 0;
+    const char **keys = calloc((size_t)argc, sizeof *keys);
+    if (!keys) return cli_fail("out of memory");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x;
+        if (cli_is_help(a)) { serve_usage(stdout); free(keys); return 0; }
+#define NEXT_INT(flag, lo, hi, dst)                                    \
+    if (!strcmp(a, flag)) {                                            \
+        if (cli_int(flag, v, lo, hi, &x)) { free(keys); return 1; }    \
+        dst = (int)x;                                                  \
+        i++;                                                           \
+        continue;                                                      \
+    }
+        NEXT_INT("--port", 0, 65535, o.port)
+        NEXT_INT("--parallel", 1, 256, o.sched.n_parallel)
+        NEXT_INT("--ctx", 16, 1 << 20, n_ctx)
+        NEXT_INT("--queue", 0, 100000, o.sched.max_queue)
+        NEXT_INT("--step-tokens", 1, 1 << 16, o.sched.step_tokens)
+        NEXT_INT("-t", 1, 1024, threads)
+        NEXT_INT("--threads", 1, 1024, threads)
+        NEXT_INT("--debug-step-ms", 0, 10000, o.sched.debug_step_ms)
+#undef NEXT_INT
+        if (!strcmp(a, "--max-body")) {
+            if (cli_int(a, v, 64, 1L << 34, &x)) { free(keys); return 1; }
+            o.max_body = (size_t)x;
+            i++;
+            continue;
+        }
+        if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") ||
+                   !strcmp(a, "--chat-template") || !strcmp(a, "--model-id"))) {
+            free(keys);
+            return cli_fail("%s needs a value", a);
+        }
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = argv[++i];
+        else if (!strcmp(a, "--host")) o.host = argv[++i];
+        else if (!strcmp(a, "--api-key")) keys[o.n_api_keys++] = argv[++i];
+        else if (!strcmp(a, "--chat-template")) o.chat_template = argv[++i];
+        else if (!strcmp(a, "--model-id")) o.model_id = argv[++i];
+        else {
+            serve_usage(stderr);
+            free(keys);
+            return cli_fail("serve: unknown option '%s'", a);
+        }
+    }
+    o.api_keys = keys;
+    o.model_path = model ? model : cli_default_model();
+    zl_err err = {0};
+    zl_llm *llm = NULL;
+    zl_llm_opts lo = {.n_threads = threads};
+    if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }
+    int ctx_train = zl_llm_n_ctx_train(llm);
+    o.sched.n_ctx = n_ctx > 0 ? n_ctx : (ctx_train > 0 && ctx_train < 4096 ? ctx_train : 4096);
+    int rc = zl_server_run(llm, &o, &err);
+    zl_llm_close(llm);
+    free(keys);
+    if (rc) return cli_fail("%s", err.msg);
+    return 0;
+}

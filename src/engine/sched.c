@@ -1,0 +1,459 @@
+/* sched.c — the engine thread (see sched.h).
+ *
+ * Locking: one mutex guards the queue, the running list and every job's
+ * output; the forward pass and sampling run without it, on data only the
+ * engine thread touches (the zl_seq of each running job).  Consumers sleep on
+ * one shared condition variable that is broadcast after each step: with tens
+ * of streams that is cheaper and simpler than a condition per job.
+ *
+ * A job is reference counted: the creator holds one reference, the scheduler
+ * one from submit until the job finishes.  Whoever drops the last frees it. */
+#include "sched.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/err.h"
+
+struct zl_job {
+    /* input, immutable after submit */
+    int32_t *prompt;
+    int n_prompt, max_tokens, n_top;
+    zl_sampling sampling;
+    /* output, under sched->mu */
+    zl_job_tok *toks;
+    int n_toks, cap_toks;
+    zl_finish finish;
+    zl_job_times times;
+    /* control */
+    atomic_int cancel;
+    atomic_int refs;
+    /* engine-private */
+    zl_seq *seq;
+    int n_fed;        /* prompt tokens already evaluated */
+    int32_t pending;  /* sampled token to feed next step, -1 if none */
+    zl_job *next;     /* queue / running list link */
+};
+
+struct zl_sched {
+    zl_llm *llm;
+    zl_sched_opts o;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, out_cv;
+    int stop;
+    zl_job *q_head, *q_tail;
+    int n_waiting;
+    zl_job **running; /* n_parallel slots, NULL = free */
+    int n_running;
+    long long steps;
+    long long kv_used;
+    float *lp_scratch;
+};
+
+double zl_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampling, int max_tokens,
+                   int n_top_logprobs) {
+    zl_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->prompt = malloc((size_t)(n_prompt > 0 ? n_prompt : 1) * sizeof *j->prompt);
+    if (!j->prompt) { free(j); return NULL; }
+    if (n_prompt > 0) memcpy(j->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
+    j->n_prompt = n_prompt;
+    j->sampling = *sampling;
+    j->max_tokens = max_tokens;
+    j->n_top = n_top_logprobs > ZL_JOB_MAX_TOP ? ZL_JOB_MAX_TOP : n_top_logprobs;
+    j->pending = -1;
+    j->times.n_prompt = n_prompt;
+    atomic_init(&j->cancel, 0);
+    atomic_init(&j->refs, 1);
+    return j;
+}
+
+static void job_unref(zl_job *j) {
+    if (atomic_fetch_sub(&j->refs, 1) != 1) return;
+    zl_seq_free(j->seq);
+    free(j->prompt);
+    free(j->toks);
+    free(j);
+}
+
+void zl_job_cancel(zl_job *j) { atomic_store(&j->cancel, 1); }
+
+void zl_job_release(zl_job *j) {
+    if (!j) return;
+    zl_job_cancel(j);
+    job_unref(j);
+}
+
+int zl_sched_submit(zl_sched *s, zl_job *j) {
+    pthread_mutex_lock(&s->mu);
+    if (s->n_waiting >= s->o.max_queue || s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        return ZL_ERANGE;
+    }
+    atomic_fetch_add(&j->refs, 1);
+    j->times.t_submit = zl_now_ms();
+    j->next = NULL;
+    if (s->q_tail) s->q_tail->next = j;
+    else s->q_head = j;
+    s->q_tail = j;
+    s->n_waiting++;
+    pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+void zl_sched_wait(zl_sched *s, int timeout_ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    ts.tv_sec += timeout_ms / 1000 + ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_timedwait(&s->out_cv, &s->mu, &ts);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int zl_job_read(zl_sched *s, zl_job *j, int from, zl_job_tok *dst, int cap, zl_finish *finished) {
+    pthread_mutex_lock(&s->mu);
+    int n = j->n_toks - from;
+    if (n < 0) n = 0;
+    if (n > cap) n = cap;
+    if (n > 0) memcpy(dst, j->toks + from, (size_t)n * sizeof *dst);
+    *finished = from + n == j->n_toks ? j->finish : ZL_FINISH_NONE;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void zl_job_get_times(zl_sched *s, zl_job *j, zl_job_times *t) {
+    pthread_mutex_lock(&s->mu);
+    *t = j->times;
+    t->n_generated = j->n_toks;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Under s->mu. */
+static void job_finish(zl_sched *s, zl_job *j, zl_finish why) {
+    if (j->finish) return;
+    j->finish = why;
+    j->times.t_done = zl_now_ms();
+    (void)s;
+}
+
+/* Under s->mu. */
+static int job_push(zl_job *j, const zl_job_tok *t) {
+    if (j->n_toks == j->cap_toks) {
+        int nc = j->cap_toks ? j->cap_toks * 2 : 64;
+        zl_job_tok *nt = realloc(j->toks, (size_t)nc * sizeof *nt);
+        if (!nt) return ZL_ENOMEM;
+        j->toks = nt;
+        j->cap_toks = nc;
+    }
+    j->toks[j->n_toks++] = *t;
+    return 0;
+}
+
+/* log-softmax of the raw logits: the chosen token's value and the top k. */
+static void job_logprobs(zl_sched *s, const float *logits, int nv, zl_job_tok *t, int k) {
+    float mx = logits[0];
+    for (int i = 1; i < nv; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < nv; i++) sum += exp((double)(logits[i] - mx));
+    float lse = mx + (float)log(sum);
+    t->logprob = logits[t->id] - lse;
+    t->n_top = 0;
+    for (int i = 0; i < nv && k > 0; i++) {
+        float v = logits[i];
+        int n = t->n_top;
+        if (n == k && v <= t->top_lp[n - 1]) continue;
+        int p = n < k ? n : k - 1;
+        while (p > 0 && t->top_lp[p - 1] < v) {
+            t->top_lp[p] = t->top_lp[p - 1];
+            t->top_id[p] = t->top_id[p - 1];
+            p--;
+        }
+        t->top_lp[p] = v;
+        t->top_id[p] = i;
+        if (n < k) t->n_top++;
+    }
+    for (int i = 0; i < t->n_top; i++) t->top_lp[i] -= lse;
+    (void)s;
+}
+
+/* Admit queued jobs into free slots and drop cancelled ones.  Under s->mu. */
+static void sched_admit(zl_sched *s, zl_job **admitted, int *n_admitted) {
+    *n_admitted = 0;
+    for (int i = 0; i < s->o.n_parallel; i++) {
+        zl_job *j = s->running[i];
+        if (j && atomic_load(&j->cancel)) job_finish(s, j, ZL_FINISH_CANCEL);
+    }
+    /* cancelled jobs still in the queue leave it without a slot */
+    for (zl_job **pp = &s->q_head; *pp;) {
+        zl_job *j = *pp;
+        if (!atomic_load(&j->cancel)) { pp = &j->next; continue; }
+        *pp = j->next;
+        if (s->q_tail == j) s->q_tail = NULL;
+        s->n_waiting--;
+        job_finish(s, j, ZL_FINISH_CANCEL);
+        job_unref(j);
+    }
+    if (!s->q_head) s->q_tail = NULL;
+    else {
+        zl_job *t = s->q_head;
+        while (t->next) t = t->next;
+        s->q_tail = t;
+    }
+    for (int i = 0; i < s->o.n_parallel && s->q_head; i++) {
+        if (s->running[i]) continue;
+        zl_job *j = s->q_head;
+        s->q_head = j->next;
+        if (!s->q_head) s->q_tail = NULL;
+        s->n_waiting--;
+        j->next = NULL;
+        j->times.t_admit = zl_now_ms();
+        s->running[i] = j;
+        s->n_running++;
+        admitted[(*n_admitted)++] = j;
+    }
+}
+
+/* Remove finished jobs from their slots.  Under s->mu; returns how many. */
+static int sched_reap(zl_sched *s, zl_job **dead) {
+    int n = 0;
+    for (int i = 0; i < s->o.n_parallel; i++) {
+        zl_job *j = s->running[i];
+        if (!j || !j->finish) continue;
+        s->running[i] = NULL;
+        s->n_running--;
+        dead[n++] = j;
+    }
+    return n;
+}
+
+static void sched_step(zl_sched *s, zl_batch_item *items, zl_job **owners, int *n_need) {
+    zl_llm *llm = s->llm;
+    int nv = zl_llm_n_vocab(llm);
+    int n_items = 0, budget = s->o.step_tokens;
+    /* decode tokens first: every generating sequence advances each step */
+    for (int i = 0; i < s->o.n_parallel; i++) {
+        zl_job *j = s->running[i];
+        if (!j || j->finish || !j->seq || j->pending < 0) continue;
+        items[n_items] = (zl_batch_item){j->seq, &j->pending, 1};
+        owners[n_items++] = j;
+        budget--;
+    }
+    /* then prompt chunks, oldest admission first, within the budget */
+    for (int i = 0; i < s->o.n_parallel; i++) {
+        zl_job *j = s->running[i];
+        if (!j || j->finish || !j->seq || j->n_fed >= j->n_prompt) continue;
+        if (budget <= 0) break;
+        int n = j->n_prompt - j->n_fed;
+        if (n > budget) n = budget;
+        items[n_items] = (zl_batch_item){j->seq, j->prompt + j->n_fed, n};
+        owners[n_items++] = j;
+        budget -= n;
+    }
+    *n_need = n_items;
+    if (!n_items) return;
+    double t0 = zl_now_ms();
+    zl_err err = {0};
+    int rc = zl_llm_eval_batch(llm, items, n_items, &err);
+    double t1 = zl_now_ms();
+    int n_tok = 0;
+    for (int i = 0; i < n_items; i++) n_tok += items[i].n;
+    if (s->o.on_step) s->o.on_step(s->o.on_step_ud, n_items, n_tok, t1 - t0);
+
+    /* sample outside the lock: only this thread touches the sequences */
+    zl_job_tok *outs = malloc((size_t)n_items * sizeof *outs);
+    int *has = calloc((size_t)n_items, sizeof *has);
+    for (int i = 0; !rc && outs && has && i < n_items; i++) {
+        zl_job *j = owners[i];
+        if (items[i].ids != &j->pending) {
+            j->n_fed += items[i].n;
+            if (j->n_fed < j->n_prompt) continue;
+        }
+        double ts = zl_now_ms();
+        const float *lg = zl_seq_logits(j->seq);
+        zl_job_tok t = {0};
+        t.id = zl_seq_sample(j->seq);
+        if (j->n_top >= 0 && lg) job_logprobs(s, lg, nv, &t, j->n_top);
+        t.t_ms = zl_now_ms();
+        j->times.sample_ms += t.t_ms - ts;
+        outs[i] = t;
+        has[i] = 1;
+    }
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < n_items; i++) {
+        zl_job *j = owners[i];
+        if (rc || !outs || !has) {
+            snprintf(j->times.error, sizeof j->times.error, "%s", rc ? err.msg : "out of memory");
+            job_finish(s, j, ZL_FINISH_ERROR);
+            continue;
+        }
+        if (!has[i]) continue;
+        if (!j->times.t_first) j->times.t_first = outs[i].t_ms;
+        job_push(j, &outs[i]);
+        j->pending = outs[i].id;
+        if (zl_llm_is_eog(llm, outs[i].id)) job_finish(s, j, ZL_FINISH_EOG);
+        else if (j->max_tokens > 0 && j->n_toks >= j->max_tokens) job_finish(s, j, ZL_FINISH_LENGTH);
+        else if (zl_seq_n_past(j->seq) >= zl_seq_n_ctx(j->seq)) job_finish(s, j, ZL_FINISH_CTX);
+    }
+    s->steps++;
+    long long used = 0;
+    for (int i = 0; i < s->o.n_parallel; i++)
+        if (s->running[i] && s->running[i]->seq) used += zl_seq_n_past(s->running[i]->seq);
+    s->kv_used = used;
+    pthread_mutex_unlock(&s->mu);
+    free(outs);
+    free(has);
+}
+
+static void *sched_main(void *arg) {
+    zl_sched *s = arg;
+    int np = s->o.n_parallel;
+    zl_job **admitted = calloc((size_t)np, sizeof *admitted);
+    zl_job **dead = calloc((size_t)np, sizeof *dead);
+    zl_job **owners = calloc((size_t)np, sizeof *owners);
+    zl_batch_item *items = calloc((size_t)np, sizeof *items);
+    if (!admitted || !dead || !owners || !items) {
+        fprintf(stderr, "zerolayer: engine thread: out of memory\n");
+        return NULL;
+    }
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        int n_adm = 0;
+        sched_admit(s, admitted, &n_adm);
+        int n_dead = sched_reap(s, dead);
+        if (n_dead) {
+            pthread_cond_broadcast(&s->out_cv);
+            pthread_mutex_unlock(&s->mu);
+            for (int i = 0; i < n_dead; i++) {
+                /* free the KV now: a finished job may be read for a while */
+                zl_seq_free(dead[i]->seq);
+                dead[i]->seq = NULL;
+                job_unref(dead[i]);
+            }
+            pthread_mutex_lock(&s->mu);
+            long long used = 0;
+            for (int i = 0; i < np; i++)
+                if (s->running[i] && s->running[i]->seq) used += zl_seq_n_past(s->running[i]->seq);
+            s->kv_used = used;
+            continue;
+        }
+        if (s->stop && !s->n_running) break;
+        if (!s->n_running && !n_adm) {
+            pthread_cond_wait(&s->work_cv, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < n_adm; i++) {
+            zl_job *j = admitted[i];
+            double t0 = zl_now_ms();
+            zl_seq_opts so = {.n_ctx = s->o.n_ctx, .kv_type = ZL_KV_F16, .sampling = j->sampling};
+            zl_err err = {0};
+            int rc = zl_seq_new(&j->seq, s->llm, &so, &err);
+            j->times.kv_ms += zl_now_ms() - t0;
+            if (rc || j->n_prompt <= 0 || j->n_prompt >= s->o.n_ctx) {
+                pthread_mutex_lock(&s->mu);
+                snprintf(j->times.error, sizeof j->times.error, "%s",
+                         rc ? err.msg : "prompt does not fit in the context");
+                job_finish(s, j, ZL_FINISH_ERROR);
+                pthread_mutex_unlock(&s->mu);
+            }
+        }
+        int n_need = 0;
+        sched_step(s, items, owners, &n_need);
+        if (s->o.debug_step_ms > 0) usleep((useconds_t)s->o.debug_step_ms * 1000);
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->out_cv);
+        if (s->stop) {
+            for (int i = 0; i < np; i++)
+                if (s->running[i]) job_finish(s, s->running[i], ZL_FINISH_CANCEL);
+        }
+    }
+    /* drain the queue */
+    while (s->q_head) {
+        zl_job *j = s->q_head;
+        s->q_head = j->next;
+        job_finish(s, j, ZL_FINISH_CANCEL);
+        job_unref(j);
+    }
+    s->q_tail = NULL;
+    s->n_waiting = 0;
+    pthread_cond_broadcast(&s->out_cv);
+    pthread_mutex_unlock(&s->mu);
+    free(admitted);
+    free(dead);
+    free(owners);
+    free(items);
+    return NULL;
+}
+
+int zl_sched_new(zl_sched **out, zl_llm *llm, const zl_sched_opts *opts, zl_err *err) {
+    *out = NULL;
+    zl_sched *s = calloc(1, sizeof *s);
+    if (!s) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    s->llm = llm;
+    s->o = *opts;
+    if (s->o.n_parallel < 1) s->o.n_parallel = 1;
+    if (s->o.max_queue < 0) s->o.max_queue = 0;
+    if (s->o.n_ctx <= 0) s->o.n_ctx = zl_llm_n_ctx_train(llm);
+    if (s->o.step_tokens < s->o.n_parallel) s->o.step_tokens = s->o.n_parallel + 256;
+    s->running = calloc((size_t)s->o.n_parallel, sizeof *s->running);
+    if (!s->running) { free(s); return zl_errf(err, ZL_ENOMEM, "out of memory"); }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
+    pthread_cond_init(&s->out_cv, NULL);
+    if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+        free(s->running);
+        free(s);
+        return zl_errf(err, ZL_ENOMEM, "cannot start the engine thread");
+    }
+    *out = s;
+    return 0;
+}
+
+void zl_sched_stop(zl_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    int was = s->stop;
+    s->stop = 1;
+    pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+    if (!was) pthread_join(s->thread, NULL);
+}
+
+void zl_sched_free(zl_sched *s) {
+    if (!s) return;
+    zl_sched_stop(s);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->work_cv);
+    pthread_cond_destroy(&s->out_cv);
+    free(s->running);
+    free(s->lp_scratch);
+    free(s);
+}
+
+void zl_sched_get_stats(zl_sched *s, zl_sched_stats *st) {
+    pthread_mutex_lock(&s->mu);
+    st->running = s->n_running;
+    st->waiting = s->n_waiting;
+    st->n_parallel = s->o.n_parallel;
+    st->n_ctx = s->o.n_ctx;
+    st->kv_used = s->kv_used;
+    st->kv_capacity = (long long)s->o.n_parallel * s->o.n_ctx;
+    st->steps = s->steps;
+    pthread_mutex_unlock(&s->mu);
+}
+
+zl_llm *zl_sched_llm(zl_sched *s) { return s->llm; }
+int zl_sched_n_ctx(const zl_sched *s) { return s->o.n_ctx; }

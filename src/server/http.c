@@ -1,0 +1,461 @@
+/* http.c — libmicrohttpd glue: body collection with a size limit, API-key
+ * checks, the route table, JSON/error/SSE replies, metrics per request.
+ *
+ * Threading: MHD runs one thread per connection, so handlers may block while
+ * the engine works; they poll the socket meanwhile so a client that goes
+ * away cancels its generation within one engine step (zl_conn_alive).
+ * A streamed response is produced by MHD's content-reader callback, which
+ * waits on the scheduler in short slices and checks the socket between them. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/err.h"
+#include "metrics.h"
+
+/* ---------------- replies ---------------- */
+
+static void add_common_headers(zl_req *r, struct MHD_Response *resp) {
+    (void)r;
+    MHD_add_response_header(resp, "Server", "zerolayer/" ZEROLAYER_VERSION);
+}
+
+enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const char *body, size_t len) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    add_common_headers(r, resp);
+    if (status == 429 || status == 529 || status == 503) MHD_add_response_header(resp, "Retry-After", "1");
+    r->status = status;
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j, const char *server_timing) {
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s) return zl_reply_raw(r, 500, "application/json", "{}", 2);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+    if (!resp) { free(s); return MHD_NO; }
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    add_common_headers(r, resp);
+    if (server_timing && *server_timing) MHD_add_response_header(resp, "Server-Timing", server_timing);
+    if (status == 429 || status == 529) MHD_add_response_header(resp, "Retry-After", "1");
+    r->status = status;
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500};
+    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500};
+    static const char *const t_oai[] = {"invalid_request_error", "authentication_error", "invalid_request_error",
+                                        "invalid_request_error", "invalid_request_error", "rate_limit_error",
+                                        "server_error"};
+    static const char *const c_oai[] = {NULL, "invalid_api_key", "unknown_url", "method_not_allowed",
+                                        "request_too_large", "rate_limit_exceeded", NULL};
+    static const char *const t_ant[] = {"invalid_request_error", "authentication_error", "not_found_error",
+                                        "invalid_request_error", "request_too_large", "overloaded_error",
+                                        "api_error"};
+    json_t *j;
+    int status;
+    if (r->api == ZL_API_ANTHROPIC) {
+        status = st_ant[kind];
+        j = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", t_ant[kind], "message", msg);
+    } else {
+        status = st_oai[kind];
+        j = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", msg, "type", t_oai[kind], "param",
+                      param && *param ? json_string(param) : json_null(), "code",
+                      c_oai[kind] ? json_string(c_oai[kind]) : json_null());
+    }
+    return zl_reply_json(r, status, j, NULL);
+}
+
+int zl_conn_alive(int fd) {
+    if (fd < 0) return 1;
+    struct pollfd p = {fd, POLLRDHUP, 0};
+    if (poll(&p, 1, 0) <= 0) return 1;
+    return !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+int zl_gen_wait_all(zl_req *r, zl_gen *g) {
+    while (!zl_gen_poll(g, 25)) {
+        if (!zl_conn_alive(r->fd)) {
+            zl_gen_cancel(g);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---------------- SSE ---------------- */
+
+void zl_sse_event(zl_sse *s, const char *event, json_t *data) {
+    char *d = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    json_decref(data);
+    if (event) zl_buf_printf(&s->out, "event: %s\n", event);
+    zl_buf_puts(&s->out, "data: ");
+    zl_buf_puts(&s->out, d ? d : "{}");
+    zl_buf_puts(&s->out, "\n\n");
+    free(d);
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    zl_sse *s = cls;
+    (void)pos;
+    for (;;) {
+        if (s->pos < s->out.n) {
+            size_t n = s->out.n - s->pos;
+            if (n > max) n = max;
+            memcpy(buf, s->out.p + s->pos, n);
+            s->pos += n;
+            if (s->pos == s->out.n) s->pos = s->out.n = 0;
+            return (ssize_t)n;
+        }
+        if (s->finished) {
+            if (*s->server_timing) MHD_add_response_footer(s->resp, "Server-Timing", s->server_timing);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (!zl_conn_alive(s->fd)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        s->produce(s, 25);
+        if (s->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+}
+
+static void sse_free(void *cls) {
+    zl_sse *s = cls;
+    if (s->destroy) s->destroy(s);
+    zl_buf_free(&s->out);
+    free(s);
+}
+
+enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s) {
+    s->fd = r->fd;
+    s->diag_full = r->diag_full;
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, s, sse_free);
+    if (!resp) { sse_free(s); return MHD_NO; }
+    s->resp = resp;
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    add_common_headers(r, resp);
+    if (r->diag_full) MHD_add_response_header(resp, "Trailer", "Server-Timing");
+    r->status = 200;
+    enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* ---------------- helpers ---------------- */
+
+void zl_rand_id(char *out, size_t cap, const char *prefix) {
+    unsigned char b[12];
+    if (RAND_bytes(b, sizeof b) != 1) {
+        static atomic_ullong ctr;
+        unsigned long long c = atomic_fetch_add(&ctr, 1) ^ (unsigned long long)time(NULL);
+        memcpy(b, &c, sizeof c);
+        memset(b + 8, 0, 4);
+    }
+    int n = snprintf(out, cap, "%s", prefix);
+    for (size_t i = 0; i < sizeof b && (size_t)n + 2 < cap; i++) n += snprintf(out + n, cap - (size_t)n, "%02x", b[i]);
+}
+
+uint64_t zl_rand_seed(void) {
+    uint64_t s = 0;
+    if (RAND_bytes((unsigned char *)&s, sizeof s) != 1) s = (uint64_t)time(NULL) ^ (uint64_t)clock();
+    return s;
+}
+
+json_t *zl_timings_json(const zl_gen_timing *t) {
+    double pps = t->prefill_ms > 0 ? t->prompt_tokens * 1e3 / t->prefill_ms : 0;
+    double tps = t->decode_ms > 0 && t->generated_tokens > 1 ? (t->generated_tokens - 1) * 1e3 / t->decode_ms : 0;
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:f}", "queue_ms", t->queue_ms, "prefill_ms",
+                     t->prefill_ms, "decode_ms", t->decode_ms, "kv_ms", t->kv_ms, "sample_ms", t->sample_ms,
+                     "prompt_tokens", t->prompt_tokens, "generated_tokens", t->generated_tokens, "cached_tokens",
+                     t->cached_tokens, "prompt_tokens_per_second", pps, "tokens_per_second", tps);
+}
+
+void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap) {
+    snprintf(buf, cap, "queue;dur=%.3f, prefill;dur=%.3f, decode;dur=%.3f, kv;dur=%.3f, sample;dur=%.3f",
+             t->queue_ms, t->prefill_ms, t->decode_ms, t->kv_ms, t->sample_ms);
+}
+
+int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, const char *param) {
+    (void)ids;
+    int n_ctx = zl_sched_n_ctx(r->srv->sched);
+    if (n == 0) {
+        zl_reply_error(r, ZL_E_INVALID, param, "%s: the prompt is empty (0 tokens)", param);
+        return -1;
+    }
+    if ((long long)n + 1 > n_ctx) {
+        zl_reply_error(r, ZL_E_INVALID, param,
+                       "%s: the prompt has %zu tokens but the context holds %d (at most %d prompt tokens)", param, n,
+                       n_ctx, n_ctx - 1);
+        return -1;
+    }
+    (void)max_tokens;
+    return 0;
+}
+
+int zl_chat_tokens(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids) {
+    char *text = zl_tpl_render(r->srv->tpl, msgs, n);
+    if (!text) { zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
+    zl_err err = {0};
+    int rc = zl_llm_tokenize(r->srv->llm, text, strlen(text), 1, r->srv->tpl != ZL_TPL_PLAIN, ids, n_ids, &err);
+    free(text);
+    if (rc) { zl_reply_error(r, ZL_E_INVALID, "messages", "messages: %s", err.msg); return -1; }
+    return 0;
+}
+
+/* ---------------- routing ---------------- */
+
+static int auth_ok(zl_req *r) {
+    const zl_server_opts *o = &r->srv->o;
+    if (o->n_api_keys == 0) return 1;
+    const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-api-key");
+    const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+    if (!key && auth && !strncasecmp(auth, "Bearer ", 7)) {
+        key = auth + 7;
+        while (*key == ' ') key++;
+    }
+    if (!key) return 0;
+    size_t kl = strlen(key);
+    int ok = 0;
+    for (int i = 0; i < o->n_api_keys; i++) {
+        size_t l = strlen(o->api_keys[i]);
+        ok |= l == kl && CRYPTO_memcmp(key, o->api_keys[i], l) == 0;
+    }
+    return ok;
+}
+
+static const char *batch_id(const char *url, const char **suffix) {
+    static const char pre[] = "/v1/messages/batches/";
+    if (strncmp(url, pre, sizeof pre - 1)) return NULL;
+    const char *id = url + sizeof pre - 1;
+    const char *slash = strchr(id, '/');
+    *suffix = slash ? slash : "";
+    return *id && *id != '/' ? id : NULL;
+}
+
+static enum MHD_Result dispatch(zl_req *r, const char *method) {
+    const char *u = r->url;
+    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (!strncmp(u, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+    if (!strcmp(u, "/v1/models") && MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "anthropic-version"))
+        r->api = ZL_API_ANTHROPIC;
+
+    struct { const char *path; int post; } table[] = {
+        {"/health", 0}, {"/v1/health", 0}, {"/metrics", 0}, {"/v1/models", 0}, {"/models", 0},
+        {"/tokenize", 1}, {"/detokenize", 1}, {"/v1/preheat", 1}, {"/v1/chat/completions", 1},
+        {"/chat/completions", 1}, {"/v1/completions", 1}, {"/completions", 1}, {"/v1/messages", 1},
+        {"/v1/messages/count_tokens", 1}, {"/v1/messages/batches", -1},
+    };
+    int found = -1;
+    for (int i = 0; i < (int)(sizeof table / sizeof *table); i++)
+        if (!strcmp(u, table[i].path)) found = i;
+    const char *suffix = "", *bid = batch_id(u, &suffix);
+    r->route = found >= 0 ? table[found].path : bid ? "/v1/messages/batches/{id}" : "other";
+    if (found < 0 && !bid) return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no route for %s %s", method, u);
+    if (found >= 0 && strcmp(u, "/health") && strcmp(u, "/v1/health") && !auth_ok(r))
+        return zl_reply_error(r, ZL_E_AUTH, NULL, "invalid or missing API key (Authorization: Bearer or x-api-key)");
+    if (bid && !auth_ok(r))
+        return zl_reply_error(r, ZL_E_AUTH, NULL, "invalid or missing API key (Authorization: Bearer or x-api-key)");
+    if (r->too_large)
+        return zl_reply_error(r, ZL_E_TOO_LARGE, NULL, "request body exceeds the limit of %zu bytes",
+                              r->srv->o.max_body);
+    if (bid) {
+        char id[128];
+        size_t l = strcspn(bid, "/");
+        snprintf(id, sizeof id, "%.*s", (int)(l < sizeof id - 1 ? l : sizeof id - 1), bid);
+        if (!strcmp(suffix, "") && get) return zl_api_batches_get(r, id);
+        if (!strcmp(suffix, "/results") && get) return zl_api_batches_results(r, id);
+        if (!strcmp(suffix, "/cancel") && post) return zl_api_batches_cancel(r, id);
+        return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no route for %s %s", method, u);
+    }
+    int want_post = table[found].post;
+    if (want_post == -1) {
+        if (get) return zl_api_batches_list(r);
+        want_post = 1;
+    }
+    if (want_post ? !post : !get)
+        return zl_reply_error(r, ZL_E_METHOD, NULL, "%s is not allowed on %s (use %s)", method, u,
+                              want_post ? "POST" : "GET");
+    if (!want_post) {
+        if (!strcmp(u, "/metrics")) return zl_api_metrics(r);
+        if (!strcmp(u, "/v1/models") || !strcmp(u, "/models")) return zl_api_models(r);
+        return zl_api_health(r);
+    }
+    if (!strcmp(u, "/v1/preheat")) return zl_api_preheat(r);
+    zl_verr ve = {{0}, {0}};
+    json_t *body = zl_json_parse_body(r->body.p, r->body.n, &ve);
+    if (!body) return zl_reply_error(r, ZL_E_INVALID, ve.param, "%s", ve.msg);
+    enum MHD_Result ret;
+    if (!strcmp(u, "/tokenize")) ret = zl_api_tokenize(r, body);
+    else if (!strcmp(u, "/detokenize")) ret = zl_api_detokenize(r, body);
+    else if (strstr(u, "chat/completions")) ret = zl_api_chat(r, body);
+    else if (strstr(u, "completions")) ret = zl_api_completions(r, body);
+    else if (!strcmp(u, "/v1/messages")) ret = zl_api_messages(r, body);
+    else if (!strcmp(u, "/v1/messages/count_tokens")) ret = zl_api_count_tokens(r, body);
+    else ret = zl_api_batches_create(r, body);
+    json_decref(body);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    zl_srv *srv = cls;
+    (void)version;
+    zl_req *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        r->srv = srv;
+        r->conn = conn;
+        r->t_start = zl_now_ms();
+        r->route = "other";
+        r->fd = -1;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci) r->fd = ci->connect_fd;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) r->too_large = 1;
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!r->too_large && r->body.n + *upload_size > srv->o.max_body) {
+            r->too_large = 1;
+            zl_buf_free(&r->body);
+        }
+        if (!r->too_large) zl_buf_put(&r->body, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    r->url = url;
+    const char *d = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Zerolayer-Diagnostic");
+    r->diag_full = d && !strcasecmp(d, "full");
+    const char *sb = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Zerolayer-Stream-Buffer");
+    if (sb) r->stream_buffer = atoi(sb);
+    if (r->body.oom) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    return dispatch(r, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)conn;
+    zl_req *r = *con_cls;
+    if (!r) return;
+    int status = r->status;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499; /* client closed */
+    if (status) zl_metrics_request(r->route, status, (zl_now_ms() - r->t_start) / 1e3);
+    zl_buf_free(&r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+static void on_step(void *ud, int n_seqs, int n_tokens, double ms) {
+    (void)ud;
+    (void)n_tokens;
+    (void)ms;
+    zl_metrics_batch(n_seqs);
+}
+
+int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
+    zl_srv *srv = calloc(1, sizeof *srv);
+    if (!srv) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    srv->llm = llm;
+    srv->o = *o;
+    srv->started = (long long)time(NULL);
+    if (!srv->o.host) srv->o.host = "127.0.0.1";
+    if (!srv->o.max_body) srv->o.max_body = 8u << 20;
+    const char *base = strrchr(o->model_path, '/');
+    base = base ? base + 1 : o->model_path;
+    snprintf(srv->model_id, sizeof srv->model_id, "%s", o->model_id ? o->model_id : base);
+    char *jinja = zl_tpl_read_gguf(o->model_path);
+    int known = 1;
+    srv->tpl = zl_tpl_detect(jinja, &known);
+    if (!known) fprintf(stderr, "zerolayer: unrecognised chat template in the model; using the plain rendering\n");
+    free(jinja);
+    if (o->chat_template) {
+        int t = zl_tpl_from_name(o->chat_template);
+        if (t < 0) { free(srv); return zl_errf(err, ZL_EINVAL, "--chat-template: unknown template '%s'", o->chat_template); }
+        srv->tpl = (zl_tpl)t;
+    }
+    /* every thread started from here on inherits the blocked signals; only
+     * the sigwait below sees SIGINT/SIGTERM */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    zl_sched_opts so = o->sched;
+    so.on_step = on_step;
+    so.on_step_ud = srv;
+    int rc = zl_sched_new(&srv->sched, llm, &so, err);
+    if (rc) { free(srv); return rc; }
+
+    struct sockaddr_in6 a6 = {0};
+    struct sockaddr_in a4 = {0};
+    struct sockaddr *sa;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                     MHD_USE_ERROR_LOG;
+    if (inet_pton(AF_INET, srv->o.host, &a4.sin_addr) == 1) {
+        a4.sin_family = AF_INET;
+        a4.sin_port = htons((uint16_t)o->port);
+        sa = (struct sockaddr *)&a4;
+    } else if (inet_pton(AF_INET6, srv->o.host, &a6.sin6_addr) == 1) {
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons((uint16_t)o->port);
+        sa = (struct sockaddr *)&a6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        zl_sched_free(srv->sched);
+        free(srv);
+        return zl_errf(err, ZL_EINVAL, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
+    }
+    srv->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, sa,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
+                              (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+    if (!srv->d) {
+        zl_sched_free(srv->sched);
+        free(srv);
+        return zl_errf(err, ZL_EIO, "cannot listen on %s:%d: %s", o->host, o->port, strerror(errno));
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
+    int port = di ? di->port : o->port;
+    fprintf(stderr, "zerolayer: %s\n", zl_llm_desc(llm));
+    fprintf(stderr, "zerolayer: chat template %s; %d slots x %d context; %d threads\n", zl_tpl_name(srv->tpl),
+            so.n_parallel, zl_sched_n_ctx(srv->sched), zl_llm_n_threads(llm));
+    fprintf(stderr, "zerolayer: listening on http://%s:%d\n", srv->o.host, port);
+    fflush(stderr);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "zerolayer: shutting down\n");
+    MHD_quiesce_daemon(srv->d);
+    zl_sched_stop(srv->sched); /* cancels running jobs, so their streams end */
+    zl_batches_free(srv->batches);
+    MHD_stop_daemon(srv->d);
+    zl_sched_free(srv->sched);
+    free(srv);
+    return 0;
+}

@@ -1,0 +1,116 @@
+/* http.h — what the API adapters share: the server state, one request's
+ * context, and replies (JSON, errors in the caller's API shape, SSE streams). */
+#ifndef ZL_HTTP_H
+#define ZL_HTTP_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "chat_template.h"
+#include "gen.h"
+#include "jsonv.h"
+#include "server.h"
+
+struct zl_batches;
+
+typedef struct zl_srv {
+    zl_llm *llm;
+    zl_sched *sched;
+    zl_server_opts o;
+    zl_tpl tpl;
+    char model_id[256];
+    long long started;
+    struct MHD_Daemon *d;
+    struct zl_batches *batches;
+} zl_srv;
+
+typedef enum { ZL_API_OPENAI = 0, ZL_API_ANTHROPIC = 1 } zl_api;
+
+typedef enum {
+    ZL_E_INVALID = 0, /* 400 */
+    ZL_E_AUTH,        /* 401 */
+    ZL_E_NOT_FOUND,   /* 404 */
+    ZL_E_METHOD,      /* 405 */
+    ZL_E_TOO_LARGE,   /* 413 */
+    ZL_E_BUSY,        /* 429 OpenAI / 529 Anthropic */
+    ZL_E_INTERNAL,    /* 500 */
+} zl_ekind;
+
+typedef struct zl_req {
+    zl_srv *srv;
+    struct MHD_Connection *conn;
+    zl_buf body;
+    int too_large, started;
+    const char *route; /* metrics label */
+    const char *url;
+    int status;
+    double t_start;
+    zl_api api;
+    int diag_full;
+    int stream_buffer; /* X-Zerolayer-Stream-Buffer, 0 if absent */
+    int fd;
+} zl_req;
+
+/* Replies: each queues the response and returns MHD's result. */
+enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j /* stolen */, const char *server_timing);
+enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const char *body, size_t len);
+enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Is the client still connected?  (A closed or reset socket says no.) */
+int zl_conn_alive(int fd);
+
+/* A streamed (SSE) response: produce() appends bytes to out and sets
+ * finished; it may wait up to timeout_ms for the engine.  destroy() frees ud
+ * (called once, when the connection is done, whether or not it finished). */
+typedef struct zl_sse {
+    zl_buf out;
+    size_t pos;
+    int finished;
+    int fd;
+    int diag_full;
+    char server_timing[256]; /* sent as a trailer when set before finishing */
+    void (*produce)(struct zl_sse *s, int timeout_ms);
+    void (*destroy)(struct zl_sse *s);
+    void *ud;
+    struct MHD_Response *resp;
+} zl_sse;
+enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s /* owned from here */);
+void zl_sse_event(zl_sse *s, const char *event /* NULL: data only */, json_t *data /* stolen */);
+
+/* Wait for a non-streamed generation; 0 when done, -1 when the client left. */
+int zl_gen_wait_all(zl_req *r, zl_gen *g);
+
+/* Helpers shared by the adapters. */
+void zl_rand_id(char *out, size_t cap, const char *prefix);
+uint64_t zl_rand_seed(void);
+json_t *zl_timings_json(const zl_gen_timing *t);
+void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap);
+/* Tokenize a prompt for generation; on failure replies 400 and returns -1. */
+int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, const char *param);
+
+/* Route handlers. */
+enum MHD_Result zl_api_chat(zl_req *r, json_t *body);
+enum MHD_Result zl_api_completions(zl_req *r, json_t *body);
+enum MHD_Result zl_api_models(zl_req *r);
+enum MHD_Result zl_api_messages(zl_req *r, json_t *body);
+enum MHD_Result zl_api_count_tokens(zl_req *r, json_t *body);
+enum MHD_Result zl_api_batches_create(zl_req *r, json_t *body);
+enum MHD_Result zl_api_batches_list(zl_req *r);
+enum MHD_Result zl_api_batches_get(zl_req *r, const char *id);
+enum MHD_Result zl_api_batches_results(zl_req *r, const char *id);
+enum MHD_Result zl_api_batches_cancel(zl_req *r, const char *id);
+void zl_batches_free(struct zl_batches *b);
+enum MHD_Result zl_api_health(zl_req *r);
+enum MHD_Result zl_api_metrics(zl_req *r);
+enum MHD_Result zl_api_tokenize(zl_req *r, json_t *body);
+enum MHD_Result zl_api_detokenize(zl_req *r, json_t *body);
+enum MHD_Result zl_api_preheat(zl_req *r);
+
+/* Shared by OpenAI chat and Anthropic messages: render + tokenize a
+ * conversation.  msgs/n from the adapter; returns 0 or replies 400/500. */
+int zl_chat_tokens(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids);
+
+#endif

@@ -1,0 +1,48 @@
+/* jsonv.h — request-body parsing and validation for the API adapters.
+ *
+ * Every check names the offending field the way the caller wrote it
+ * ("messages[2].content", "stop_sequences[0]") so a 400 tells the client
+ * exactly what to fix.  Also a growable byte buffer and UTF-8 helpers. */
+#ifndef ZL_JSONV_H
+#define ZL_JSONV_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef struct zl_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} zl_buf;
+
+void zl_buf_put(zl_buf *b, const char *s, size_t n);
+void zl_buf_puts(zl_buf *b, const char *s);
+void zl_buf_printf(zl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void zl_buf_free(zl_buf *b);
+
+/* Length of the longest prefix of s[0..n) that is valid UTF-8. */
+size_t zl_utf8_valid_prefix(const char *s, size_t n);
+/* A JSON string from bytes that may be invalid UTF-8 (bad bytes -> U+FFFD). */
+json_t *zl_json_lossy_string(const char *s, size_t n);
+
+/* A validation failure: message and the field it concerns ("" if none). */
+typedef struct zl_verr {
+    char msg[384];
+    char param[128];
+} zl_verr;
+
+int zl_verr_set(zl_verr *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Parse a request body: must be a JSON object.  Invalid UTF-8 is reported
+ * with the path of the string that holds it. */
+json_t *zl_json_parse_body(const char *body, size_t len, zl_verr *e);
+
+/* Typed getters.  Return 0 when the field is absent/null (out untouched,
+ * or an error if required), 1 when present and valid, -1 on error. */
+int zl_jv_str(json_t *o, const char *key, const char *path, int required, const char **out, zl_verr *e);
+int zl_jv_bool(json_t *o, const char *key, const char *path, int *out, zl_verr *e);
+int zl_jv_int(json_t *o, const char *key, const char *path, int required, long long lo, long long hi, long long *out,
+              zl_verr *e);
+int zl_jv_num(json_t *o, const char *key, const char *path, double lo, double hi, double *out, zl_verr *e);
+
+#endif

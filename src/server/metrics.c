@@ -1,0 +1,116 @@
+/* metrics.c — counters and histograms behind one mutex.  Cheap enough: a
+ * few updates per token at most, far below the cost of a forward pass. */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_SERIES 96
+
+typedef struct hist {
+    const double *le;
+    int n_le;
+    long long counts[24]; /* per bucket, non-cumulative; last = +Inf */
+    double sum;
+    long long count;
+} hist;
+
+static const double le_req[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+static const double le_tok[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+static const double le_batch[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+#define NLE(a) ((int)(sizeof a / sizeof *a))
+
+static struct {
+    pthread_mutex_t mu;
+    struct { char route[48]; int status; long long n; } req[MAX_SERIES];
+    int n_req;
+    hist duration, ttft, itl, batch;
+    long long prompt_tokens, generated_tokens, cancelled;
+} M = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .duration = {le_req, NLE(le_req), {0}, 0, 0},
+    .ttft = {le_req, NLE(le_req), {0}, 0, 0},
+    .itl = {le_tok, NLE(le_tok), {0}, 0, 0},
+    .batch = {le_batch, NLE(le_batch), {0}, 0, 0},
+};
+
+static void observe(hist *h, double v) {
+    int i = 0;
+    while (i < h->n_le && v > h->le[i]) i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+void zl_metrics_request(const char *route, int status, double seconds) {
+    pthread_mutex_lock(&M.mu);
+    int i = 0;
+    while (i < M.n_req && !(M.req[i].status == status && !strcmp(M.req[i].route, route))) i++;
+    if (i == M.n_req && M.n_req < MAX_SERIES) {
+        snprintf(M.req[i].route, sizeof M.req[i].route, "%s", route);
+        M.req[i].status = status;
+        M.req[i].n = 0;
+        M.n_req++;
+    }
+    if (i < M.n_req) M.req[i].n++;
+    observe(&M.duration, seconds);
+    pthread_mutex_unlock(&M.mu);
+}
+
+#define LOCKED(stmt)                    \
+    do {                                \
+        pthread_mutex_lock(&M.mu);      \
+        stmt;                           \
+        pthread_mutex_unlock(&M.mu);    \
+    } while (0)
+
+void zl_metrics_ttft(double s) { LOCKED(observe(&M.ttft, s)); }
+void zl_metrics_inter_token(double s) { LOCKED(observe(&M.itl, s)); }
+void zl_metrics_batch(int n) { LOCKED(observe(&M.batch, n)); }
+void zl_metrics_cancelled(void) { LOCKED(M.cancelled++); }
+void zl_metrics_tokens(long long p, long long g) { LOCKED(M.prompt_tokens += p; M.generated_tokens += g); }
+
+static void render_hist(zl_buf *o, const char *name, const char *help, const hist *h) {
+    zl_buf_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    long long cum = 0;
+    for (int i = 0; i < h->n_le; i++) {
+        cum += h->counts[i];
+        zl_buf_printf(o, "%s_bucket{le=\"%g\"} %lld\n", name, h->le[i], cum);
+    }
+    cum += h->counts[h->n_le];
+    zl_buf_printf(o, "%s_bucket{le=\"+Inf\"} %lld\n%s_sum %.9g\n%s_count %lld\n", name, cum, name, h->sum, name,
+                  h->count);
+}
+
+static void render_scalar(zl_buf *o, const char *name, const char *type, const char *help, double v) {
+    zl_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s %.9g\n", name, help, name, type, name, v);
+}
+
+void zl_metrics_render(zl_buf *o, zl_sched *s) {
+    zl_sched_stats st = {0};
+    if (s) zl_sched_get_stats(s, &st);
+    pthread_mutex_lock(&M.mu);
+    zl_buf_puts(o, "# HELP zerolayer_requests_total HTTP requests answered, by route and status.\n"
+                   "# TYPE zerolayer_requests_total counter\n");
+    for (int i = 0; i < M.n_req; i++)
+        zl_buf_printf(o, "zerolayer_requests_total{route=\"%s\",status=\"%d\"} %lld\n", M.req[i].route,
+                      M.req[i].status, M.req[i].n);
+    render_hist(o, "zerolayer_request_duration_seconds", "Time from request to the last byte of the response.",
+                &M.duration);
+    render_hist(o, "zerolayer_time_to_first_token_seconds", "Time from request arrival to the first generated token.",
+                &M.ttft);
+    render_hist(o, "zerolayer_inter_token_seconds", "Time between consecutive generated tokens of one stream.",
+                &M.itl);
+    render_hist(o, "zerolayer_batch_size", "Sequences advanced by one batched forward pass.", &M.batch);
+    render_scalar(o, "zerolayer_prompt_tokens_total", "counter", "Prompt tokens processed.", (double)M.prompt_tokens);
+    render_scalar(o, "zerolayer_generated_tokens_total", "counter", "Tokens generated.", (double)M.generated_tokens);
+    render_scalar(o, "zerolayer_requests_cancelled_total", "counter", "Generations cancelled by disconnect or stop.",
+                  (double)M.cancelled);
+    pthread_mutex_unlock(&M.mu);
+    render_scalar(o, "zerolayer_requests_running", "gauge", "Sequences being generated.", st.running);
+    render_scalar(o, "zerolayer_requests_waiting", "gauge", "Requests queued for a sequence slot.", st.waiting);
+    render_scalar(o, "zerolayer_kv_usage_ratio", "gauge", "KV cache positions in use over capacity.",
+                  st.kv_capacity ? (double)st.kv_used / (double)st.kv_capacity : 0.0);
+    render_scalar(o, "zerolayer_slots", "gauge", "Sequence slots (--parallel).", st.n_parallel);
+}

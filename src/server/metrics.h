@@ -1,0 +1,19 @@
+/* metrics.h — the process-wide metrics registry (the one sanctioned global)
+ * and its Prometheus text rendering.  Gauges that the scheduler knows
+ * (running, waiting, KV usage) are read from it at scrape time. */
+#ifndef ZL_METRICS_H
+#define ZL_METRICS_H
+
+#include "../engine/sched.h"
+#include "jsonv.h"
+
+void zl_metrics_request(const char *route, int status, double seconds);
+void zl_metrics_ttft(double seconds);
+void zl_metrics_inter_token(double seconds);
+void zl_metrics_tokens(long long prompt, long long generated);
+void zl_metrics_batch(int n_seqs);
+void zl_metrics_cancelled(void);
+/* Append the exposition text (version 0.0.4) to out. */
+void zl_metrics_render(zl_buf *out, zl_sched *s);
+
+#endif

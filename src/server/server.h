@@ -1,0 +1,31 @@
+/* server.h — `zerolayer serve`: the HTTP front of the engine.
+ *
+ * Routes (see http.c for the table): OpenAI /v1/chat/completions,
+ * /v1/completions, /v1/models; Anthropic /v1/messages, /v1/messages/count_tokens,
+ * /v1/messages/batches[...]; /health, /metrics, /tokenize, /detokenize,
+ * /v1/preheat.  libmicrohttpd runs one thread per connection; each request
+ * thread validates and tokenizes, submits jobs to the engine thread
+ * (engine/sched.h) and formats what comes back. */
+#ifndef ZL_SERVER_H
+#define ZL_SERVER_H
+
+#include <stddef.h>
+
+#include "../engine/sched.h"
+
+typedef struct zl_server_opts {
+    const char *host; /* default 127.0.0.1 */
+    int port;         /* 0: any free port (printed at start) */
+    const char *model_path;
+    const char *model_id; /* name reported by /v1/models; default: file name */
+    const char **api_keys;
+    int n_api_keys;
+    size_t max_body;       /* bytes; larger bodies get 413 */
+    const char *chat_template; /* NULL: from the model */
+    zl_sched_opts sched;
+} zl_server_opts;
+
+/* Serve until SIGINT/SIGTERM.  Returns 0 or an error code with *err. */
+int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err);
+
+#endif

@@ -103,6 +103,8 @@ const float *zl_seq_logits(const zl_seq *s);
 /* Sample the next token from the current logits with the sequence's sampler,
  * record it in the penalty history (the token is NOT fed; call zl_seq_eval). */
 int32_t zl_seq_sample(zl_seq *s);
+/* The tokens whose KV is cached (n = zl_seq_n_past). */
+const int32_t *zl_seq_tokens(const zl_seq *s, int *n);
 /* Exact arithmetic (for verification): f32 activations, f64 sums. */
 void zl_seq_set_exact(zl_seq *s, int exact);
 
@@ -113,6 +115,32 @@ void zl_seq_set_exact(zl_seq *s, int exact);
  * but the weights are read once for the whole batch. */
 typedef struct zl_batch_item { zl_seq *seq; const int32_t *ids; int n; } zl_batch_item;
 int zl_llm_eval_batch(zl_llm *llm, const zl_batch_item *items, int n_items, zl_err *err);
+
+/* ---- verification ring (lossless speculative decoding) ---- */
+typedef enum { ZL_SPEC_OFF = 0, ZL_SPEC_LOOKUP = 1, ZL_SPEC_DRAFT = 2 } zl_spec_mode;
+typedef struct zl_spec_opts {
+    zl_spec_mode mode;
+    int ring;      /* initial drafted tokens per step (default 5) */
+    int ring_max;  /* adaptive upper bound (default 16) */
+    zl_llm *draft; /* ZL_SPEC_DRAFT: the draft model (vocabulary must match) */
+} zl_spec_opts;
+int zl_seq_set_spec(zl_seq *s, const zl_spec_opts *o, zl_err *err);
+/* One decode step from the current logits: choose the next token, and with
+ * the ring on, draft up to `ring` more and verify them in one batched
+ * forward.  Writes the emitted tokens (>= 1, at most max_out) to out and
+ * returns their count, or -1 with *err set.  Emitted tokens are already fed;
+ * greedy output is identical to plain decoding, sampled output has the same
+ * distribution (rejection sampling).  The caller stops at the first
+ * end-of-generation token it sees in out. */
+int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err);
+typedef struct zl_spec_stats {
+    uint64_t steps, verify_steps, drafted, accepted;
+    int ring; /* current ring size (0 while drafting is cooling down) */
+} zl_spec_stats;
+void zl_seq_spec_stats(const zl_seq *s, zl_spec_stats *st);
+/* A draft model made of the first n_layers of llm (self-speculation): shares
+ * llm's weights; close it before llm. */
+int zl_llm_open_truncated(zl_llm **out, zl_llm *llm, int n_layers, zl_err *err);
 
 /* Streaming detokeniser: returns only complete UTF-8 characters. */
 typedef struct zl_stream zl_stream;

@@ -14,6 +14,7 @@ static const char *k_usage =
     "                     [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
     "                     [--frequency-penalty P] [-t THREADS] [-c CTX] [--ignore-eos] [--kv-type f16|f32]\n"
     "                     [--no-mmap] [--mlock] [--preheat] [--prefetch-layers N] [--exact]\n"
+    "                     [--spec lookup|draft|off] [--ring N] [--draft-model FILE | --draft-layers N]\n"
     "  Generate a continuation of PROMPT (default: empty, i.e. BOS only) and stream it to stdout.\n"
     "  -m MODEL        GGUF model (default: the embedded models/stories260K.gguf)\n"
     "  -n N            tokens to generate (default 256; -1 = until end of text or context)\n"
@@ -28,7 +29,12 @@ static const char *k_usage =
     "  --mlock         lock the mapped weights in RAM\n"
     "  --preheat       read the whole file into the page cache first (progress bar on a TTY)\n"
     "  --prefetch-layers N  read ahead N layers of weights while computing (default 2, 0 = off)\n"
-    "  --exact         reference arithmetic (f32 activations, f64 sums); slow\n";
+    "  --exact         reference arithmetic (f32 activations, f64 sums); slow\n"
+    "  --spec MODE     verification ring: lookup (n-gram drafts from the context, default), draft (a draft\n"
+    "                  model), off.  Lossless: greedy output is identical, sampling keeps its distribution\n"
+    "  --ring N        initial drafted tokens per step (default 5, adaptive up to 16)\n"
+    "  --draft-model FILE  draft model for --spec draft (its vocabulary must equal the target's)\n"
+    "  --draft-layers N    draft with the target's own first N layers (self-speculation)\n";
 
 static double now_s(void) {
     struct timespec ts;
@@ -42,7 +48,9 @@ int cmd_run(int argc, char **argv) {
     double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, pres = 0, freq = 0;
     unsigned long long seed = 0;
     int ignore_eos = 0, exact = 0, no_mmap = 0, mlock = 0, preheat = 0;
-    long prefetch = 2;
+    long prefetch = 2, ring = 5, draft_layers = 0;
+    const char *draft_model = NULL;
+    zl_spec_mode spec = ZL_SPEC_LOOKUP;
     zl_kv_type kvt = ZL_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -73,11 +81,25 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
         else if (!strcmp(a, "--mlock")) mlock = 1;
         else if (!strcmp(a, "--preheat")) preheat = 1;
+        else if (!strcmp(a, "--spec")) {
+            const char *m = VAL;
+            if (m && !strcmp(m, "lookup")) spec = ZL_SPEC_LOOKUP;
+            else if (m && !strcmp(m, "draft")) spec = ZL_SPEC_DRAFT;
+            else if (m && !strcmp(m, "off")) spec = ZL_SPEC_OFF;
+            else return cli_fail("--spec must be lookup, draft or off");
+        }
+        else if (!strcmp(a, "--ring")) { if (cli_int(a, VAL, 1, 16, &ring)) return 1; }
+        else if (!strcmp(a, "--draft-model")) { if (!(draft_model = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "--draft-layers")) { if (cli_int(a, VAL, 1, 1 << 20, &draft_layers)) return 1; }
         else if (!strcmp(a, "--prefetch-layers")) { if (cli_int(a, VAL, 0, 1024, &prefetch)) return 1; }
         else return cli_fail("run: unknown option '%s' (see zerolayer run --help)", a);
 #undef VAL
     }
     if (!model) model = cli_default_model();
+    if (spec == ZL_SPEC_DRAFT && !draft_model == !draft_layers)
+        return cli_fail("--spec draft needs exactly one of --draft-model FILE or --draft-layers N");
+    if (spec != ZL_SPEC_DRAFT && (draft_model || draft_layers))
+        return cli_fail("--draft-model/--draft-layers need --spec draft");
     zl_err err = {0};
     zl_llm_opts lo = {(int)threads, no_mmap, mlock, 0, prefetch ? (int)prefetch : -1};
     double t0 = now_s();
@@ -121,6 +143,17 @@ int cmd_run(int argc, char **argv) {
     zl_stream *st;
     if (zl_seq_new(&seq, llm, &so, &err)) { free(ids); zl_llm_close(llm); return cli_fail("%s", err.msg); }
     zl_seq_set_exact(seq, exact);
+    zl_llm *draft = NULL;
+    if (spec == ZL_SPEC_DRAFT) {
+        int drc = draft_model ? zl_llm_open(&draft, draft_model, &lo, &err)
+                              : zl_llm_open_truncated(&draft, llm, (int)draft_layers, &err);
+        if (drc) { zl_seq_free(seq); free(ids); zl_llm_close(llm); return cli_fail("draft model: %s", err.msg); }
+    }
+    zl_spec_opts spo = {spec, (int)ring, 16, draft};
+    if (zl_seq_set_spec(seq, &spo, &err)) {
+        zl_seq_free(seq); zl_llm_close(draft); free(ids); zl_llm_close(llm);
+        return cli_fail("%s", err.msg);
+    }
     /* strip the dummy-prefix space only when the prompt is empty: otherwise the
      * continuation's leading space is real text */
     if (zl_stream_new(&st, llm, prompt[0] == 0, &err)) {
@@ -130,16 +163,19 @@ int cmd_run(int argc, char **argv) {
     double t1 = now_s();
     int rc = zl_seq_eval(seq, ids, (int)n_ids, 0, NULL, &err);
     double t_prefill = now_s() - t1, t2 = now_s();
-    int produced = 0;
-    while (!rc && (n_gen < 0 || produced < n_gen) && zl_seq_n_past(seq) < n_ctx) {
-        int32_t tok = zl_seq_sample(seq);
-        if (!ignore_eos && zl_llm_is_eog(llm, tok)) break;
-        size_t len;
-        const char *txt = zl_stream_feed(st, tok, &len);
-        if (len) { fwrite(txt, 1, len, stdout); fflush(stdout); }
-        produced++;
-        if (zl_seq_n_past(seq) >= n_ctx) break;
-        rc = zl_seq_eval(seq, &tok, 1, 1, NULL, &err);
+    int produced = 0, done = 0;
+    while (!rc && !done && (n_gen < 0 || produced < n_gen) && zl_seq_n_past(seq) < n_ctx) {
+        int32_t toks[17];
+        int max_out = n_gen < 0 || n_gen - produced > 17 ? 17 : (int)(n_gen - produced);
+        int got = zl_seq_step(seq, toks, max_out, &err);
+        if (got < 0) { rc = 1; break; }
+        for (int i = 0; i < got; i++) {
+            if (!ignore_eos && zl_llm_is_eog(llm, toks[i])) { done = 1; break; }
+            size_t len;
+            const char *txt = zl_stream_feed(st, toks[i], &len);
+            if (len) { fwrite(txt, 1, len, stdout); fflush(stdout); }
+            produced++;
+        }
     }
     size_t len;
     const char *txt = zl_stream_flush(st, &len);
@@ -151,8 +187,16 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "zerolayer: prompt %zu tokens in %.1f ms (%.1f tok/s); generated %d tokens in %.1f ms (%.1f tok/s)\n",
             n_ids, t_prefill * 1e3, n_ids / (t_prefill > 0 ? t_prefill : 1e-9), produced, t_gen * 1e3,
             produced / (t_gen > 0 ? t_gen : 1e-9));
+    zl_spec_stats ss;
+    zl_seq_spec_stats(seq, &ss);
+    if (ss.verify_steps)
+        fprintf(stderr, "zerolayer: ring: %llu steps, %llu verify steps, drafted %llu, accepted %llu (%.0f%%), %.2f tokens/step\n",
+                (unsigned long long)ss.steps, (unsigned long long)ss.verify_steps, (unsigned long long)ss.drafted,
+                (unsigned long long)ss.accepted, ss.drafted ? 100.0 * ss.accepted / ss.drafted : 0.0,
+                ss.steps ? (double)produced / ss.steps : 0.0);
     zl_stream_free(st);
     zl_seq_free(seq);
+    zl_llm_close(draft);
     free(ids);
     zl_llm_close(llm);
     return rc ? 1 : 0;

@@ -207,3 +207,9 @@ void zl_sampler_probs(zl_sampler *s, float *logits, float *probs) {
     int n = filter(s, logits);
     for (int i = 0; i < n; i++) probs[s->c[i].id] = s->c[i].logit;
 }
+
+int zl_sampler_n_hist(const zl_sampler *s) { return s->n_hist; }
+
+void zl_sampler_truncate(zl_sampler *s, int n_hist) {
+    if (n_hist >= 0 && n_hist < s->n_hist) s->n_hist = n_hist;
+}

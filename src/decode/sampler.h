@@ -33,6 +33,10 @@ void zl_sampler_reset(zl_sampler *s);
 int zl_sampler_sample(zl_sampler *s, float *logits);
 /* Record a token into the penalty history (prompt and generated tokens). */
 void zl_sampler_accept(zl_sampler *s, int token);
+/* Penalty history length, and rollback to a shorter history (speculative
+ * decoding rejects drafted tokens that were already recorded). */
+int zl_sampler_n_hist(const zl_sampler *s);
+void zl_sampler_truncate(zl_sampler *s, int n_hist);
 /* Probability distribution after all transforms (for tests / logprobs):
  * fills probs[n_vocab] (zeros for filtered tokens); logits modified in place. */
 void zl_sampler_probs(zl_sampler *s, float *logits, float *probs);

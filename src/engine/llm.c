@@ -12,30 +12,8 @@
 #include "../model/model.h"
 #include "../model/prefetch.h"
 #include "../tokenizer/vocab.h"
+#include "engine_internal.h"
 #include "zerolayer.h"
-
-struct zl_llm {
-    zl_model *model;
-    zl_vocab *vocab;
-    zl_pool *pool;
-    char desc[256];
-    uint64_t weight_bytes;
-    zl_fwd *batch_fwd; /* scratch of zl_llm_eval_batch */
-};
-
-struct zl_seq {
-    zl_llm *llm;
-    zl_kv *kv;
-    zl_fwd *fwd;
-    zl_sampler *sampler;
-    float *logits;  /* n_vocab: logits after the last fed token */
-    float *scratch; /* n_vocab: sampler works on a copy */
-    int has_logits;
-};
-
-struct zl_stream {
-    zl_detok *d;
-};
 
 int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err *err) {
     *out = NULL;
@@ -69,6 +47,12 @@ int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err 
 
 void zl_llm_close(zl_llm *llm) {
     if (!llm) return;
+    if (llm->borrowed) {
+        zl_fwd_free(llm->batch_fwd);
+        zl_model_free(llm->model); /* frees only the view */
+        free(llm);
+        return;
+    }
     zl_pool_free(llm->pool);
     zl_fwd_free(llm->batch_fwd);
     zl_vocab_free(llm->vocab);
@@ -118,6 +102,7 @@ int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) 
     zl_seq *s = calloc(1, sizeof *s);
     if (!s) return zl_errf(err, ZL_ENOMEM, "out of memory");
     s->llm = llm;
+    s->pending = -1;
     int rc = zl_kv_new(&s->kv, hp->n_layers, n_ctx, hp->n_kv_heads * hp->head_dim,
                        o.kv_type == ZL_KV_F32 ? ZL_TYPE_F32 : ZL_TYPE_F16, err);
     zl_sampler_params sp = {o.sampling.temp, o.sampling.top_k, o.sampling.top_p, o.sampling.min_p,
@@ -137,6 +122,10 @@ int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) 
 
 void zl_seq_free(zl_seq *s) {
     if (!s) return;
+    zl_drafter_free(s->drafter);
+    free(s->vlogits);
+    free(s->probs);
+    free(s->tokens);
     zl_kv_free(s->kv);
     zl_fwd_free(s->fwd);
     zl_sampler_free(s->sampler);
@@ -151,7 +140,29 @@ void zl_seq_set_exact(zl_seq *s, int exact) { zl_fwd_set_exact(s->fwd, exact); }
 
 void zl_seq_truncate(zl_seq *s, int n) {
     zl_kv_truncate(s->kv, n);
+    if (zl_sampler_n_hist(s->sampler) > s->kv->n_used) zl_sampler_truncate(s->sampler, s->kv->n_used);
     s->has_logits = 0;
+    s->pending = -1;
+}
+
+int zl_seq_track(zl_seq *s, const int32_t *ids, int n) {
+    int have = s->kv->n_used - n; /* called after the KV grew by n */
+    if (have < 0) have = 0;
+    if (have + n > s->cap_tokens) {
+        int cap = s->cap_tokens ? s->cap_tokens : 256;
+        while (cap < have + n) cap *= 2;
+        int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
+        if (!t) return ZL_ENOMEM;
+        s->tokens = t;
+        s->cap_tokens = cap;
+    }
+    memcpy(s->tokens + have, ids, (size_t)n * sizeof *ids);
+    return 0;
+}
+
+const int32_t *zl_seq_tokens(const zl_seq *s, int *n) {
+    *n = s->kv->n_used;
+    return s->tokens;
 }
 
 int zl_seq_eval(zl_seq *s, const int32_t *ids, int n, int batch, float *all_logits, zl_err *err) {
@@ -179,6 +190,8 @@ int zl_seq_eval(zl_seq *s, const int32_t *ids, int n, int batch, float *all_logi
     if (all_logits) memcpy(s->logits, all_logits + (size_t)(n - 1) * nv, (size_t)nv * sizeof(float));
     for (int i = 0; i < n; i++) zl_sampler_accept(s->sampler, ids[i]);
     s->has_logits = 1;
+    s->pending = -1;
+    if (zl_seq_track(s, ids, n)) return zl_errf(err, ZL_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -255,6 +268,8 @@ int zl_llm_eval_batch(zl_llm *llm, const zl_batch_item *items, int n_items, zl_e
         memcpy(s->logits, logits + (size_t)i * nv, (size_t)nv * sizeof(float));
         for (int j = 0; j < items[i].n; j++) zl_sampler_accept(s->sampler, items[i].ids[j]);
         s->has_logits = 1;
+        s->pending = -1;
+        if (zl_seq_track(s, items[i].ids, items[i].n)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
     }
     free(toks);
     free(kvs);

@@ -44,6 +44,7 @@ typedef struct zl_model {
     int n_owned;
     char name[128];
     struct zl_prefetch *prefetch; /* weight read-ahead service, or NULL */
+    int borrowed; /* a view of another model's weights (truncated draft): free only the struct */
 } zl_model;
 
 typedef struct zl_model_opts {

@@ -216,6 +216,7 @@ int zl_model_load(zl_model **out, const char *path, const zl_model_opts *opts, z
 
 void zl_model_free(zl_model *m) {
     if (!m) return;
+    if (m->borrowed) { free(m); return; }
     zl_prefetch_free(m->prefetch);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);

@@ -1,0 +1,52 @@
+/* engine_internal.h — the structs behind the public handles, shared by the
+ * engine's files (llm.c: handles and evaluation; spec.c: the verification
+ * ring).  Nothing outside src/engine includes this. */
+#ifndef ZL_ENGINE_INTERNAL_H
+#define ZL_ENGINE_INTERNAL_H
+
+#include "../base/pool.h"
+#include "../decode/drafter.h"
+#include "../decode/ring.h"
+#include "../decode/sampler.h"
+#include "../model/model.h"
+#include "../tokenizer/vocab.h"
+#include "zerolayer.h"
+
+struct zl_llm {
+    zl_model *model;
+    zl_vocab *vocab;
+    zl_pool *pool;
+    char desc[256];
+    uint64_t weight_bytes;
+    zl_fwd *batch_fwd; /* scratch of zl_llm_eval_batch */
+    int borrowed;      /* truncated view: model/vocab/pool belong to another zl_llm */
+};
+
+struct zl_seq {
+    zl_llm *llm;
+    zl_kv *kv;
+    zl_fwd *fwd;
+    zl_sampler *sampler;
+    float *logits;  /* n_vocab: logits after the last fed token */
+    float *scratch; /* n_vocab: sampler works on a copy */
+    int has_logits;
+    int32_t *tokens; /* the tokens whose KV is cached, kv->n_used of them */
+    int cap_tokens;
+    /* verification ring */
+    int spec_on;
+    int32_t pending; /* token already chosen (by a rejection) but not yet emitted; -1 = none */
+    zl_drafter *drafter;
+    zl_ring ring;
+    float *vlogits;  /* (ring max + 1) * n_vocab verification logits */
+    float *probs;    /* n_vocab */
+};
+
+/* Record fed tokens in s->tokens (grows the array). Returns 0 or ZL_ENOMEM. */
+int zl_seq_track(zl_seq *s, const int32_t *ids, int n);
+
+struct zl_stream {
+    zl_detok *d;
+};
+
+
+#endif

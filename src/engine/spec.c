@@ -1,0 +1,208 @@
+/* spec.c — the verification ring: lossless speculative decoding.
+ *
+ * Each step chooses the next token t0 from the current logits (or takes the
+ * token a previous rejection already chose), asks the drafter for up to k
+ * more, and feeds t0 + drafts through ONE batched forward, which reads the
+ * weights once for all of them.  Drafts are accepted left to right while the
+ * target agrees: greedy -> the target's argmax equals the draft; sampling ->
+ * accept with probability p(d) (the drafters are deterministic, q(d) = 1) and
+ * on rejection draw from p with d removed (Leviathan et al. / Chen et al.),
+ * so the output distribution is exactly the target's.  Rejected positions
+ * are rolled back in the KV cache and the penalty history. */
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "engine_internal.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- draft-model drafter ---- */
+typedef struct { zl_seq *seq; } draft_model;
+
+static int argmax(const float *l, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (l[i] > l[b]) b = i;
+    return b;
+}
+
+static int dm_draft(zl_drafter *d, const int32_t *hist, int n_hist, int32_t *out, int max) {
+    draft_model *dm = d->self;
+    zl_seq *s = dm->seq;
+    int have, c = 0;
+    const int32_t *mine = zl_seq_tokens(s, &have);
+    while (c < have && c < n_hist && mine[c] == hist[c]) c++;
+    if (c == n_hist) c--; /* need the logits after the last token: re-feed it */
+    if (n_hist - c + max > zl_seq_n_ctx(s) - c) return 0;
+    zl_seq_truncate(s, c);
+    if (zl_seq_eval(s, hist + c, n_hist - c, 0, NULL, NULL)) return 0;
+    int nv = zl_llm_n_vocab(s->llm);
+    for (int i = 0; i < max; i++) {
+        out[i] = argmax(zl_seq_logits(s), nv);
+        if (i + 1 < max && zl_seq_eval(s, &out[i], 1, 1, NULL, NULL)) return i + 1;
+    }
+    return max;
+}
+
+static void dm_free(zl_drafter *d) {
+    draft_model *dm = d->self;
+    zl_seq_free(dm->seq);
+    free(dm);
+    free(d);
+}
+
+static int vocab_compatible(const zl_llm *a, const zl_llm *b, zl_err *err) {
+    int n = zl_vocab_n_tokens(a->vocab);
+    if (n != zl_vocab_n_tokens(b->vocab) || zl_llm_n_vocab(a) != zl_llm_n_vocab(b))
+        return zl_errf(err, ZL_EINVAL, "draft model vocabulary has %d tokens, the target's has %d",
+                       zl_vocab_n_tokens(b->vocab), n);
+    for (int i = 0; i < n; i++) {
+        size_t la, lb;
+        const char *ta = zl_token_text(a->vocab, i, &la), *tb = zl_token_text(b->vocab, i, &lb);
+        if (la != lb || memcmp(ta, tb, la))
+            return zl_errf(err, ZL_EINVAL, "draft model vocabulary differs from the target's at token %d", i);
+    }
+    return 0;
+}
+
+int zl_seq_set_spec(zl_seq *s, const zl_spec_opts *o, zl_err *err) {
+    zl_drafter_free(s->drafter);
+    s->drafter = NULL;
+    s->spec_on = 0;
+    if (!o || o->mode == ZL_SPEC_OFF) return 0;
+    int ring = o->ring > 0 ? o->ring : ZL_RING_DEFAULT, max = o->ring_max > 0 ? o->ring_max : ZL_RING_MAX;
+    if (ring > ZL_RING_MAX || max > ZL_RING_MAX)
+        return zl_errf(err, ZL_EINVAL, "ring size must be 1..%d", ZL_RING_MAX);
+    if (max < ring) max = ring;
+    int nv = zl_llm_n_vocab(s->llm);
+    if (!s->vlogits) s->vlogits = malloc((size_t)(ZL_RING_MAX + 1) * nv * sizeof(float));
+    if (!s->probs) s->probs = malloc((size_t)nv * sizeof(float));
+    if (!s->vlogits || !s->probs) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    if (o->mode == ZL_SPEC_LOOKUP) {
+        s->drafter = zl_drafter_lookup_new(1, 4);
+    } else if (o->mode == ZL_SPEC_DRAFT) {
+        if (!o->draft) return zl_errf(err, ZL_EINVAL, "draft speculation needs a draft model");
+        int rc = vocab_compatible(s->llm, o->draft, err);
+        if (rc) return rc;
+        zl_seq_opts so = {zl_seq_n_ctx(s), ZL_KV_F16, zl_sampling_defaults()};
+        so.sampling.temp = 0;
+        zl_seq *ds;
+        if ((rc = zl_seq_new(&ds, o->draft, &so, err))) return rc;
+        zl_drafter *d = calloc(1, sizeof *d);
+        draft_model *dm = calloc(1, sizeof *dm);
+        if (!d || !dm) { free(d); free(dm); zl_seq_free(ds); return zl_errf(err, ZL_ENOMEM, "out of memory"); }
+        dm->seq = ds;
+        *d = (zl_drafter){"draft", dm_draft, dm_free, dm};
+        s->drafter = d;
+    } else {
+        return zl_errf(err, ZL_EINVAL, "unknown speculation mode %d", (int)o->mode);
+    }
+    if (!s->drafter) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    zl_ring_init(&s->ring, ring, max);
+    s->spec_on = 1;
+    return 0;
+}
+
+void zl_seq_spec_stats(const zl_seq *s, zl_spec_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (!s->spec_on) return;
+    st->steps = s->ring.steps;
+    st->verify_steps = s->ring.verify_steps;
+    st->drafted = s->ring.drafted;
+    st->accepted = s->ring.accepted;
+    st->ring = zl_ring_budget(&s->ring);
+}
+
+int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
+    if (max_out < 1) { zl_errf(err, ZL_EINVAL, "no room for output tokens"); return -1; }
+    if (!s->has_logits && s->pending < 0) { zl_errf(err, ZL_EINVAL, "nothing evaluated yet: feed a prompt first"); return -1; }
+    int room = s->kv->n_ctx - s->kv->n_used;
+    if (room < 1) { zl_errf(err, ZL_ERANGE, "context of %d tokens is full", s->kv->n_ctx); return -1; }
+    double t_start = now_s();
+    int32_t buf[ZL_RING_MAX + 1];
+    buf[0] = s->pending >= 0 ? s->pending : zl_seq_sample(s);
+    s->pending = -1;
+    int k = s->spec_on ? zl_ring_budget(&s->ring) : 0, nd = 0;
+    if (k > max_out - 1) k = max_out - 1;
+    if (k > room - 1) k = room - 1;
+    if (k > 0) {
+        /* history = cached tokens + t0 (appended past n_used, not yet counted) */
+        int n = s->kv->n_used;
+        if (n + 1 > s->cap_tokens) {
+            int cap = s->cap_tokens ? s->cap_tokens * 2 : 256;
+            int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
+            if (!t) { zl_errf(err, ZL_ENOMEM, "out of memory"); return -1; }
+            s->tokens = t;
+            s->cap_tokens = cap;
+        }
+        s->tokens[n] = buf[0];
+        nd = s->drafter->draft(s->drafter, s->tokens, n + 1, buf + 1, k);
+    }
+    if (nd == 0) {
+        if (zl_seq_eval(s, buf, 1, 1, NULL, err)) return -1;
+        if (s->spec_on) zl_ring_update(&s->ring, 0, 0, now_s() - t_start, 1);
+        out[0] = buf[0];
+        return 1;
+    }
+    int nv = zl_llm_n_vocab(s->llm), base = s->kv->n_used, hist0 = zl_sampler_n_hist(s->sampler);
+    if (zl_seq_eval(s, buf, nd + 1, nd + 1, s->vlogits, err)) return -1;
+    int acc = 0;
+    int32_t next = -1;
+    for (int i = 1; i <= nd; i++) {
+        const float *row = s->vlogits + (size_t)(i - 1) * nv;
+        zl_sampler_truncate(s->sampler, hist0 + i); /* history through buf[i-1] */
+        memcpy(s->scratch, row, (size_t)nv * sizeof(float));
+        zl_sampler_probs(s->sampler, s->scratch, s->probs);
+        float p = s->probs[buf[i]];
+        if (p >= 1.0f || (p > 0.0f && zl_sampler_uniform(s->sampler) < p)) { acc++; continue; }
+        /* rejected: draw from the target with the draft token removed */
+        s->probs[buf[i]] = 0.0f;
+        double z = 0;
+        for (int j = 0; j < nv; j++) z += s->probs[j];
+        double u = zl_sampler_uniform(s->sampler) * z, c = 0;
+        next = -1;
+        for (int j = 0; j < nv; j++) {
+            if (s->probs[j] <= 0) continue;
+            c += s->probs[j];
+            next = j;
+            if (u < c) break;
+        }
+        break;
+    }
+    int keep = 1 + acc;
+    zl_kv_truncate(s->kv, base + keep);
+    zl_sampler_truncate(s->sampler, hist0 + keep);
+    memcpy(s->logits, s->vlogits + (size_t)acc * nv, (size_t)nv * sizeof(float));
+    s->has_logits = 1;
+    s->pending = acc < nd ? next : -1;
+    zl_ring_update(&s->ring, nd, acc, now_s() - t_start, keep);
+    memcpy(out, buf, (size_t)keep * sizeof *out);
+    return keep;
+}
+
+int zl_llm_open_truncated(zl_llm **out, zl_llm *llm, int n_layers, zl_err *err) {
+    *out = NULL;
+    if (n_layers < 1 || n_layers > llm->model->hp.n_layers)
+        return zl_errf(err, ZL_EINVAL, "draft layers must be 1..%d", llm->model->hp.n_layers);
+    zl_llm *d = calloc(1, sizeof *d);
+    zl_model *m = malloc(sizeof *m);
+    if (!d || !m) { free(d); free(m); return zl_errf(err, ZL_ENOMEM, "out of memory"); }
+    *m = *llm->model;
+    m->hp.n_layers = n_layers;
+    m->owned = NULL;
+    m->n_owned = 0;
+    m->prefetch = NULL;
+    m->borrowed = 1;
+    *d = *llm;
+    d->model = m;
+    d->batch_fwd = NULL;
+    d->borrowed = 1;
+    snprintf(d->desc, sizeof d->desc, "first %d layers of %s", n_layers, llm->desc);
+    *out = d;
+    return 0;
+}

@@ -1,0 +1,39 @@
+/* kernels_isa.h — private interface between matmul.c and the per-ISA kernel files.
+ *
+ * Each ISA file hands out one dot-product function per weight type, or NULL
+ * where it has nothing faster than the scalar reference; matmul.c fills its
+ * dispatch table from these, falling back to the reference.  Only matmul.c
+ * and the kernel files include this header. */
+#ifndef ZL_KERNELS_ISA_H
+#define ZL_KERNELS_ISA_H
+
+#include <stdint.h>
+
+#include "types.h"
+
+/* dot(weight row of type t, activation row in zl_dot_partner(t)), n elements. */
+typedef float (*zl_dot_fn)(const void *w, const void *x, int64_t n);
+
+/* Scalar reference (never NULL for a supported weight type). */
+zl_dot_fn zl_dot_fn_ref(zl_type t);
+/* SIMD versions; NULL when the level has none for t or the CPU lacks it. */
+zl_dot_fn zl_dot_fn_avx2(zl_type t);
+zl_dot_fn zl_dot_fn_avx512(zl_type t);
+
+/* Fast activation quantiser for the dot partners (Q8_0, Q8_1, Q8_K) or NULL. */
+typedef void (*zl_quant_fn)(const float *x, void *dst, int64_t n);
+zl_quant_fn zl_quant_fn_avx2(zl_type partner);
+zl_quant_fn zl_quant_fn_avx512(zl_type partner);
+
+/* The 6-bit (scale, min) pair of sub-block j of a Q4_K / Q5_K super-block. */
+static inline void zl_kscale(int j, const uint8_t *q, int *sc, int *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+#endif

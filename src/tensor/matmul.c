@@ -1,0 +1,169 @@
+/* matmul.c — the fused dequant·dot matmul and the per-ISA dispatch.
+ *
+ * zl_matmul converts the activations once per call into the weight type's
+ * dot partner (into the caller's zl_work scratch) and then walks the weight
+ * rows straight from their source, split over the pool's threads.  With
+ * several tokens, each thread takes a tile of rows small enough to stay in
+ * cache and runs every token through it before moving on, so the weights are
+ * streamed from memory once per call rather than once per token.
+ *
+ * Dispatch is a pure function of (ISA level, type): the per-ISA files hand
+ * out their kernel or NULL, and the scalar reference fills the gaps.  This
+ * module never allocates except by growing the caller's zl_work. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/cpu.h"
+#include "kernels.h"
+#include "kernels_isa.h"
+
+#define ZL_WORK_ALIGN 64
+#define ZL_TILE_BYTES (96 * 1024) /* weight bytes per row tile when n_tok > 1 */
+
+void zl_work_free(zl_work *w) {
+    if (!w) return;
+    free(w->p);
+    w->p = NULL;
+    w->cap = 0;
+}
+
+static void *work_reserve(zl_work *w, size_t bytes) {
+    if (w->cap >= bytes && w->p) return w->p;
+    size_t cap = (bytes + ZL_WORK_ALIGN - 1) / ZL_WORK_ALIGN * ZL_WORK_ALIGN;
+    void *p = aligned_alloc(ZL_WORK_ALIGN, cap);
+    if (!p) return NULL;
+    free(w->p);
+    w->p = p;
+    w->cap = cap;
+    return p;
+}
+
+/* Highest level this CPU can actually execute (ignores the ZL_ISA cap). */
+static int isa_supported(int isa) {
+    const zl_cpu *c = zl_cpu_get();
+    int avx2 = c->avx2 && c->fma && c->f16c;
+    if (isa >= ZL_ISA_AVX512) return avx2 && c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq;
+    if (isa >= ZL_ISA_AVX2) return avx2;
+    return 1;
+}
+
+static zl_dot_fn pick_dot(int isa, zl_type t) {
+    zl_dot_fn f = NULL;
+    if (isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512)) f = zl_dot_fn_avx512(t);
+    if (!f && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2)) f = zl_dot_fn_avx2(t);
+    if (!f) f = zl_dot_fn_ref(t);
+    return f;
+}
+
+static zl_quant_fn pick_quant(int isa, zl_type partner) {
+    zl_quant_fn f = NULL;
+    if (isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512)) f = zl_quant_fn_avx512(partner);
+    if (!f && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2)) f = zl_quant_fn_avx2(partner);
+    return f;
+}
+
+float zl_vec_dot_isa(int isa, zl_type t, const void *wrow, const void *xrow, int64_t n) {
+    zl_dot_fn f = pick_dot(isa, t);
+    return f ? f(wrow, xrow, n) : NAN;
+}
+
+float zl_vec_dot(zl_type t, const void *wrow, const void *xrow, int64_t n) {
+    return zl_vec_dot_isa(zl_cpu_isa(), t, wrow, xrow, n);
+}
+
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    const float *x;
+    int64_t ldx, cols;
+    int n_tok;
+    zl_type partner;
+    zl_quant_fn quant; /* NULL: reference quantiser */
+    uint8_t *xq;
+    size_t xq_stride;
+} quant_job;
+
+static void quant_rows(void *ctx, int ith, int nth) {
+    const quant_job *j = ctx;
+    long b, e;
+    zl_split(j->n_tok, ith, nth, &b, &e);
+    for (long t = b; t < e; t++) {
+        const float *src = j->x + t * j->ldx;
+        void *dst = j->xq + (size_t)t * j->xq_stride;
+        if (j->quant) j->quant(src, dst, j->cols);
+        else zl_quantize_row(j->partner, src, dst, j->cols);
+    }
+}
+
+typedef struct {
+    const zl_mat *W;
+    zl_dot_fn dot;
+    const uint8_t *xq;
+    size_t xq_stride;
+    int n_tok;
+    float *y;
+    int64_t ldy;
+    int64_t tile; /* rows per tile (n_tok > 1) */
+} dot_job;
+
+static void dot_rows(void *ctx, int ith, int nth) {
+    const dot_job *j = ctx;
+    const uint8_t *w = j->W->data;
+    const size_t rb = j->W->row_bytes;
+    const int64_t cols = j->W->cols;
+    if (j->n_tok == 1) {
+        long b, e;
+        zl_split((long)j->W->rows, ith, nth, &b, &e);
+        for (long r = b; r < e; r++) j->y[r] = j->dot(w + (size_t)r * rb, j->xq, cols);
+        return;
+    }
+    /* never fewer tiles than threads, or some threads would sit idle */
+    int64_t tile = j->tile, per_thread = (j->W->rows + nth - 1) / nth;
+    if (tile > per_thread) tile = per_thread;
+    long n_tiles = (long)((j->W->rows + tile - 1) / tile), tb, te;
+    zl_split(n_tiles, ith, nth, &tb, &te);
+    for (long tl = tb; tl < te; tl++) {
+        int64_t r0 = tl * tile, r1 = r0 + tile;
+        if (r1 > j->W->rows) r1 = j->W->rows;
+        for (int t = 0; t < j->n_tok; t++) {
+            const uint8_t *xt = j->xq + (size_t)t * j->xq_stride;
+            float *yt = j->y + (int64_t)t * j->ldy;
+            for (int64_t r = r0; r < r1; r++) yt[r] = j->dot(w + (size_t)r * rb, xt, cols);
+        }
+    }
+}
+
+void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy,
+               zl_pool *pool, zl_work *work) {
+    if (n_tok <= 0 || W->rows <= 0) return;
+    int isa = zl_cpu_isa();
+    zl_type partner = zl_dot_partner(W->type);
+    zl_dot_fn dot = pick_dot(isa, W->type);
+    size_t xrow = zl_row_size(partner, W->cols);
+    if (!dot || !xrow || zl_row_size(W->type, W->cols) == 0) goto fail;
+
+    const uint8_t *xq;
+    size_t stride;
+    if (partner == ZL_TYPE_F32) {
+        xq = (const uint8_t *)x;
+        stride = (size_t)ldx * sizeof(float);
+    } else {
+        stride = (xrow + ZL_WORK_ALIGN - 1) / ZL_WORK_ALIGN * ZL_WORK_ALIGN;
+        uint8_t *buf = work_reserve(work, stride * (size_t)n_tok);
+        if (!buf) goto fail;
+        quant_job qj = {x, ldx, W->cols, n_tok, partner, pick_quant(isa, partner), buf, stride};
+        if (n_tok > 1 && pool) zl_pool_run(pool, quant_rows, &qj);
+        else quant_rows(&qj, 0, 1);
+        xq = buf;
+    }
+
+    int64_t tile = (int64_t)(ZL_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
+    if (tile < 1) tile = 1;
+    dot_job dj = {W, dot, xq, stride, n_tok, y, ldy, tile};
+    zl_pool_run(pool, dot_rows, &dj);
+    return;
+fail:
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < W->rows; r++) y[(int64_t)t * ldy + r] = NAN;
+}

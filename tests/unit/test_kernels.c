@@ -1,0 +1,664 @@
+/* test_kernels.c — block formats, quantisers, dot kernels and matmul.
+ *
+ * The hand-built block tests decode with their own formulation of each
+ * layout (not the library's helpers), so a layout mistake in kernels_ref.c
+ * cannot agree with itself.  SIMD kernels are then compared against the
+ * scalar reference on random bytes (every bit pattern a file may hold) and on
+ * real llama.cpp-quantised tensors from the fixtures. */
+#include <criterion/criterion.h>
+#include <immintrin.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cpu.h"
+#include "base/f16.h"
+#include "base/pool.h"
+#include "gguf/gguf.h"
+#include "tensor/kernels.h"
+#include "tensor/types.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng_u64(void) {
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float rng_unif(void) { return (float)((rng_u64() >> 11) * (1.0 / 9007199254740992.0)); }
+static float rng_gauss(void) {
+    float u = rng_unif(), v = rng_unif();
+    if (u < 1e-12f) u = 1e-12f;
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+static void fill_gauss(float *x, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) x[i] = scale * rng_gauss();
+}
+
+static const zl_type k_weight_types[] = {ZL_TYPE_F32,  ZL_TYPE_F16,  ZL_TYPE_BF16, ZL_TYPE_Q4_0,
+                                         ZL_TYPE_Q4_1, ZL_TYPE_Q5_0, ZL_TYPE_Q5_1, ZL_TYPE_Q8_0,
+                                         ZL_TYPE_Q4_K, ZL_TYPE_Q5_K, ZL_TYPE_Q6_K};
+#define N_WEIGHT_TYPES (int)(sizeof k_weight_types / sizeof k_weight_types[0])
+
+/* Criterion records every assertion it evaluates; loops check first and
+ * only call into it on failure. */
+#define REQUIRE(cond, ...)                            \
+    do {                                              \
+        if (!(cond)) cr_assert_fail(__VA_ARGS__);     \
+    } while (0)
+
+static const char *tname(zl_type t) { return zl_type_traits_of(t)->name; }
+
+static int max_isa(void) {
+    zl_isa cur = zl_cpu_isa();
+    zl_isa top = zl_cpu_set_isa(ZL_ISA_AVX512);
+    zl_cpu_set_isa(cur);
+    return top;
+}
+
+static void put_f16(void *dst, float v) {
+    zl_f16 h = zl_f32_to_f16(v);
+    memcpy(dst, &h, 2);
+}
+
+/* ---- f16 / bf16 ------------------------------------------------------- */
+
+Test(f16, edge_cases) {
+    cr_expect_eq(zl_f32_to_f16(0.0f), 0x0000);
+    cr_expect_eq(zl_f32_to_f16(-0.0f), 0x8000);
+    cr_expect_eq(zl_f32_to_f16(1.0f), 0x3c00);
+    cr_expect_eq(zl_f32_to_f16(-2.0f), 0xc000);
+    cr_expect_eq(zl_f32_to_f16(65504.0f), 0x7bff);
+    cr_expect_eq(zl_f32_to_f16(65519.0f), 0x7bff);  /* below the halfway point to 2^16 */
+    cr_expect_eq(zl_f32_to_f16(65520.0f), 0x7c00);  /* halfway rounds (to even) to inf */
+    cr_expect_eq(zl_f32_to_f16(1e9f), 0x7c00);
+    cr_expect_eq(zl_f32_to_f16(-INFINITY), 0xfc00);
+    cr_expect_eq(zl_f32_to_f16(ldexpf(1, -24)), 0x0001); /* smallest subnormal */
+    cr_expect_eq(zl_f32_to_f16(ldexpf(1, -25)), 0x0000); /* tie -> even (0) */
+    cr_expect_eq(zl_f32_to_f16(ldexpf(1.5f, -25)), 0x0001);
+    cr_expect_eq(zl_f32_to_f16(ldexpf(3, -25)), 0x0002); /* 1.5 ulp tie -> even (2) */
+    cr_expect_eq(zl_f32_to_f16(ldexpf(1, -14)), 0x0400); /* smallest normal */
+    cr_expect_eq(zl_f32_to_f16(1.0f + ldexpf(1, -11)), 0x3c00);     /* tie -> even */
+    cr_expect_eq(zl_f32_to_f16(1.0f + 3 * ldexpf(1, -11)), 0x3c02); /* tie -> even */
+    cr_expect(isnan(zl_f16_to_f32(zl_f32_to_f16(NAN))));
+    cr_expect_eq(zl_f16_to_f32(0x0001), ldexpf(1, -24));
+    cr_expect_eq(zl_f16_to_f32(0x03ff), ldexpf(1023, -24));
+    cr_expect_eq(zl_f16_to_f32(0xfbff), -65504.0f);
+    cr_expect(isinf(zl_f16_to_f32(0x7c00)));
+}
+
+Test(f16, every_half_round_trips) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = zl_f16_to_f32((zl_f16)h);
+        if (isnan(f)) {
+            REQUIRE((h & 0x7c00) == 0x7c00 && (h & 0x3ff), "0x%04x", h);
+            REQUIRE(isnan(zl_f16_to_f32(zl_f32_to_f16(f))), "0x%04x", h);
+            continue;
+        }
+        REQUIRE(zl_f32_to_f16(f) == h, "half 0x%04x -> %g -> 0x%04x", h, f, zl_f32_to_f16(f));
+    }
+}
+
+/* The hardware conversion (round to nearest even) is the oracle. */
+__attribute__((target("f16c"))) static uint16_t hw_f16(float f) { return (uint16_t)_cvtss_sh(f, 0); }
+
+Test(f16, matches_f16c_on_random_floats) {
+    if (!zl_cpu_get()->f16c) cr_skip_test("no F16C");
+    for (int i = 0; i < 2000000; i++) {
+        uint32_t u = (uint32_t)rng_u64();
+        /* concentrate on the f16 range: exponents 100..150 */
+        if (i & 1) u = (u & 0x807fffffu) | ((100u + (u >> 8) % 51) << 23);
+        float f = zl_f32_from_bits(u);
+        if (isnan(f)) continue;
+        REQUIRE(zl_f32_to_f16(f) == hw_f16(f), "bits 0x%08x", u);
+    }
+}
+
+Test(bf16, conversions) {
+    cr_expect_eq(zl_f32_to_bf16(1.0f), 0x3f80);
+    cr_expect_eq(zl_f32_to_bf16(zl_f32_from_bits(0x3f808000u)), 0x3f80); /* tie -> even */
+    cr_expect_eq(zl_f32_to_bf16(zl_f32_from_bits(0x3f818000u)), 0x3f82); /* tie -> even */
+    cr_expect_eq(zl_f32_to_bf16(zl_f32_from_bits(0x3f808001u)), 0x3f81);
+    cr_expect_eq(zl_f32_to_bf16(-INFINITY), 0xff80);
+    cr_expect_eq(zl_f32_to_bf16(zl_f32_from_bits(0x7f7fffffu)), 0x7f80); /* FLT_MAX -> inf */
+    zl_bf16 qn = zl_f32_to_bf16(zl_f32_from_bits(0x7f800001u)); /* signalling NaN stays NaN */
+    cr_expect(isnan(zl_bf16_to_f32(qn)));
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = zl_bf16_to_f32((zl_bf16)h);
+        if (isnan(f)) continue;
+        REQUIRE(zl_f32_to_bf16(f) == h, "bf16 0x%04x", h);
+    }
+}
+
+/* ---- hand-built blocks ------------------------------------------------ */
+
+static void expect_deq(zl_type t, const void *blk, const float *want, int n) {
+    float got[256];
+    zl_dequant_row(t, blk, got, n);
+    for (int i = 0; i < n; i++)
+        REQUIRE(fabsf(got[i] - want[i]) <= 1e-6f, "%s element %d: got %g want %g", tname(t), i, got[i], want[i]);
+}
+
+Test(dequant, q4_0_q4_1_q8_0) {
+    zl_block_q4_0 a;
+    a.d = 0x3800; /* 0.5 */
+    for (int j = 0; j < 16; j++) a.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    float want[32];
+    for (int j = 0; j < 16; j++) {
+        want[j] = 0.5f * (float)(j - 8);
+        want[16 + j] = 0.5f * (float)(7 - j);
+    }
+    expect_deq(ZL_TYPE_Q4_0, &a, want, 32);
+
+    zl_block_q4_1 b;
+    b.d = 0x3400; /* 0.25 */
+    b.m = 0xbc00; /* -1 */
+    memcpy(b.qs, a.qs, 16);
+    for (int j = 0; j < 16; j++) {
+        want[j] = 0.25f * (float)j - 1;
+        want[16 + j] = 0.25f * (float)(15 - j) - 1;
+    }
+    expect_deq(ZL_TYPE_Q4_1, &b, want, 32);
+
+    zl_block_q8_0 c;
+    c.d = 0x3000; /* 0.125 */
+    for (int j = 0; j < 32; j++) c.qs[j] = (int8_t)(j * 8 - 128);
+    for (int j = 0; j < 32; j++) want[j] = 0.125f * (float)(j * 8 - 128);
+    expect_deq(ZL_TYPE_Q8_0, &c, want, 32);
+}
+
+Test(dequant, q5_0_q5_1) {
+    const uint8_t qh[4] = {0xF0, 0x0F, 0xAA, 0x55};
+    const uint32_t qbits = 0x55AA0FF0u;
+    zl_block_q5_0 a;
+    a.d = 0x3c00;
+    memcpy(a.qh, qh, 4);
+    for (int j = 0; j < 16; j++) a.qs[j] = (uint8_t)(j | j << 4);
+    float want[32];
+    for (int e = 0; e < 32; e++) want[e] = (float)((e % 16) + 16 * (int)((qbits >> e) & 1) - 16);
+    expect_deq(ZL_TYPE_Q5_0, &a, want, 32);
+
+    zl_block_q5_1 b;
+    b.d = 0x3800; /* 0.5 */
+    b.m = 0x4000; /* 2 */
+    memcpy(b.qh, qh, 4);
+    memcpy(b.qs, a.qs, 16);
+    for (int e = 0; e < 32; e++) want[e] = 0.5f * (float)((e % 16) + 16 * (int)((qbits >> e) & 1)) + 2;
+    expect_deq(ZL_TYPE_Q5_1, &b, want, 32);
+}
+
+/* Scales/mins of the K formats, packed from the byte diagram
+ *   bytes 0-3 : hi2(sc[4+i]) lo6(sc[i])     bytes 4-7 : hi2(m[4+i]) lo6(m[i])
+ *   bytes 8-11: lo4(m[4+i])  lo4(sc[4+i]) */
+static const int k_sc[8] = {1, 17, 33, 63, 5, 40, 21, 62};
+static const int k_mn[8] = {0, 3, 60, 15, 16, 47, 2, 63};
+static void pack_k_scales_by_diagram(uint8_t s[12]) {
+    for (int i = 0; i < 4; i++) {
+        s[i] = (uint8_t)(k_sc[i] | (k_sc[4 + i] >> 4) << 6);
+        s[4 + i] = (uint8_t)(k_mn[i] | (k_mn[4 + i] >> 4) << 6);
+        s[8 + i] = (uint8_t)((k_sc[4 + i] & 15) | (k_mn[4 + i] & 15) << 4);
+    }
+}
+
+Test(dequant, q4_k_q5_k) {
+    zl_block_q4_k a;
+    a.d = 0x3c00;    /* 1 */
+    a.dmin = 0x3800; /* 0.5 */
+    pack_k_scales_by_diagram(a.scales);
+    for (int k = 0; k < 128; k++) a.qs[k] = (uint8_t)(k * 7 + 3);
+    float want[256];
+    /* 4 chunks x {low nibble, high nibble} x 32 bytes */
+    for (int c = 0; c < 4; c++)
+        for (int half = 0; half < 2; half++)
+            for (int l = 0; l < 32; l++) {
+                int e = c * 64 + half * 32 + l, sub = e / 32;
+                int q = (a.qs[c * 32 + l] >> (4 * half)) & 15;
+                want[e] = 1.0f * (float)(k_sc[sub] * q) - 0.5f * (float)k_mn[sub];
+            }
+    expect_deq(ZL_TYPE_Q4_K, &a, want, 256);
+
+    zl_block_q5_k b;
+    b.d = 0x3400;    /* 0.25 */
+    b.dmin = 0x3c00; /* 1 */
+    memcpy(b.scales, a.scales, 12);
+    memcpy(b.qs, a.qs, 128);
+    for (int l = 0; l < 32; l++) b.qh[l] = (uint8_t)(l * 37 + 11);
+    for (int c = 0; c < 4; c++)
+        for (int half = 0; half < 2; half++)
+            for (int l = 0; l < 32; l++) {
+                int e = c * 64 + half * 32 + l, sub = e / 32;
+                int q = ((b.qs[c * 32 + l] >> (4 * half)) & 15) + 16 * ((b.qh[l] >> sub) & 1);
+                want[e] = 0.25f * (float)(k_sc[sub] * q) - 1.0f * (float)k_mn[sub];
+            }
+    expect_deq(ZL_TYPE_Q5_K, &b, want, 256);
+}
+
+Test(dequant, q6_k) {
+    zl_block_q6_k a;
+    a.d = 0x3800; /* 0.5 */
+    for (int k = 0; k < 128; k++) a.ql[k] = (uint8_t)(k * 13 + 5);
+    for (int k = 0; k < 64; k++) a.qh[k] = (uint8_t)(k * 29 + 7);
+    for (int k = 0; k < 16; k++) a.scales[k] = (int8_t)(k * 17 - 128);
+    int q[256];
+    /* per 128-element half: 64 ql bytes, low nibbles give elements 0..63, high 64..127;
+     * 32 qh bytes, 2-bit fields at shifts 0,2,4,6 give the top bits of 32-element groups */
+    for (int h = 0; h < 2; h++) {
+        for (int sh = 0; sh < 2; sh++)
+            for (int k = 0; k < 64; k++) q[h * 128 + sh * 64 + k] = (a.ql[h * 64 + k] >> (4 * sh)) & 15;
+        for (int s = 0; s < 4; s++)
+            for (int l = 0; l < 32; l++) q[h * 128 + s * 32 + l] |= ((a.qh[h * 32 + l] >> (2 * s)) & 3) << 4;
+    }
+    float want[256];
+    for (int e = 0; e < 256; e++) want[e] = 0.5f * (float)(a.scales[e / 16] * (q[e] - 32));
+    expect_deq(ZL_TYPE_Q6_K, &a, want, 256);
+}
+
+Test(dequant, float_types) {
+    const float v[4] = {1.5f, -0.0f, 65504.0f, ldexpf(1, -24)};
+    uint16_t h[4], bh[4];
+    for (int i = 0; i < 4; i++) {
+        h[i] = zl_f32_to_f16(v[i]);
+        bh[i] = zl_f32_to_bf16(v[i]);
+    }
+    float out[4];
+    zl_dequant_row(ZL_TYPE_F16, h, out, 4);
+    for (int i = 0; i < 4; i++) cr_expect_eq(out[i], v[i]);
+    zl_dequant_row(ZL_TYPE_BF16, bh, out, 4);
+    cr_expect_eq(out[0], 1.5f);
+    cr_expect_eq(out[2], 65536.0f);
+    zl_dequant_row(ZL_TYPE_F32, v, out, 4);
+    cr_expect_eq(memcmp(out, v, sizeof v), 0);
+}
+
+/* ---- quantise -> dequantise round trips -------------------------------- */
+
+static double rel_rmse(zl_type t, const float *x, int64_t n) {
+    size_t bytes = zl_row_size(t, n);
+    cr_assert(bytes > 0);
+    void *q = malloc(bytes);
+    float *y = malloc((size_t)n * sizeof(float));
+    cr_assert_eq(zl_quantize_row(t, x, q, n), bytes);
+    zl_dequant_row(t, q, y, n);
+    double se = 0, ss = 0;
+    for (int64_t i = 0; i < n; i++) {
+        se += (double)(y[i] - x[i]) * (y[i] - x[i]);
+        ss += (double)x[i] * x[i];
+    }
+    free(q);
+    free(y);
+    return sqrt(se / ss);
+}
+
+Test(quant, round_trip_error) {
+    static const struct { zl_type t; double bound; } cases[] = {
+        {ZL_TYPE_F32, 0},       {ZL_TYPE_F16, 3e-4},    {ZL_TYPE_BF16, 2.5e-3}, {ZL_TYPE_Q8_0, 6.5e-3},
+        {ZL_TYPE_Q8_1, 6.5e-3}, {ZL_TYPE_Q8_K, 8e-3},   {ZL_TYPE_Q6_K, 2.2e-2}, {ZL_TYPE_Q5_0, 4.5e-2},
+        {ZL_TYPE_Q5_1, 4.0e-2}, {ZL_TYPE_Q5_K, 4.0e-2}, {ZL_TYPE_Q4_0, 9.5e-2}, {ZL_TYPE_Q4_1, 8.5e-2},
+        {ZL_TYPE_Q4_K, 8.0e-2},
+    };
+    enum { N = 8192 };
+    float *x = malloc(N * sizeof(float));
+    fill_gauss(x, N, 0.02f);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double e = rel_rmse(cases[i].t, x, N);
+        cr_expect(e <= cases[i].bound, "%s: relative rmse %.4g > %.4g", tname(cases[i].t), e, cases[i].bound);
+    }
+    /* outliers and a shifted distribution (exercises the mins) */
+    for (int i = 0; i < N; i++) x[i] = 0.5f + rng_gauss() + (i % 97 == 0 ? 8.0f : 0.0f);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double e = rel_rmse(cases[i].t, x, N);
+        cr_expect(e <= cases[i].bound * 2.0, "%s (shifted): relative rmse %.4g", tname(cases[i].t), e);
+    }
+    free(x);
+}
+
+Test(quant, zeros_and_bad_lengths) {
+    float z[256] = {0};
+    uint8_t buf[1024];
+    float y[256];
+    const zl_type ts[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q4_1, ZL_TYPE_Q5_0, ZL_TYPE_Q5_1, ZL_TYPE_Q8_0,
+                          ZL_TYPE_Q8_1, ZL_TYPE_Q4_K, ZL_TYPE_Q5_K, ZL_TYPE_Q6_K, ZL_TYPE_Q8_K};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        cr_assert(zl_can_quantize(ts[i]));
+        cr_assert_gt(zl_quantize_row(ts[i], z, buf, 256), 0);
+        zl_dequant_row(ts[i], buf, y, 256);
+        for (int j = 0; j < 256; j++) REQUIRE(y[j] == 0.0f, "%s", tname(ts[i]));
+        cr_expect_eq(zl_quantize_row(ts[i], z, buf, 16), 0, "%s accepted a partial block", tname(ts[i]));
+    }
+    cr_expect_not(zl_can_quantize(ZL_TYPE_Q2_K));
+    cr_expect_eq(zl_quantize_row(ZL_TYPE_Q2_K, z, buf, 256), 0);
+}
+
+Test(quant, q8_k_bsums) {
+    float x[256];
+    fill_gauss(x, 256, 3.0f);
+    zl_block_q8_k b;
+    zl_quantize_row(ZL_TYPE_Q8_K, x, &b, 256);
+    for (int g = 0; g < 16; g++) {
+        int s = 0;
+        for (int l = 0; l < 16; l++) s += b.qs[16 * g + l];
+        cr_expect_eq(b.bsums[g], s);
+    }
+    zl_block_q8_1 c;
+    zl_quantize_row(ZL_TYPE_Q8_1, x, &c, 32);
+    int s = 0;
+    for (int l = 0; l < 32; l++) s += c.qs[l];
+    cr_expect_float_eq(zl_f16_to_f32(c.s), zl_f16_to_f32(c.d) * (float)s, 1e-2f * fabsf(zl_f16_to_f32(c.s)) + 1e-6f);
+}
+
+/* ---- vec_dot: reference vs dequantised, SIMD vs reference ------------- */
+
+/* Random weight bytes with sane scale fields (any quant bit pattern is legal). */
+static void random_weight_row(zl_type t, void *dst, int64_t n) {
+    size_t bytes = zl_row_size(t, n);
+    uint8_t *p = dst;
+    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rng_u64();
+    const zl_type_traits *tr = zl_type_traits_of(t);
+    int64_t nb = n / tr->blck;
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t *b = p + i * tr->size;
+        switch (t) {
+        case ZL_TYPE_F32: case ZL_TYPE_F16: case ZL_TYPE_BF16: break;
+        case ZL_TYPE_Q4_0: case ZL_TYPE_Q5_0: case ZL_TYPE_Q8_0: put_f16(b, 0.01f * rng_gauss()); break;
+        case ZL_TYPE_Q4_1: case ZL_TYPE_Q5_1: case ZL_TYPE_Q4_K: case ZL_TYPE_Q5_K:
+            put_f16(b, 0.01f * rng_gauss());
+            put_f16(b + 2, 0.01f * rng_gauss());
+            break;
+        case ZL_TYPE_Q6_K: put_f16(b + 208, 0.01f * rng_gauss()); break;
+        default: break;
+        }
+    }
+    if (t == ZL_TYPE_F32 || t == ZL_TYPE_F16 || t == ZL_TYPE_BF16) {
+        float *f = malloc((size_t)n * sizeof(float));
+        fill_gauss(f, n, 1.0f);
+        zl_quantize_row(t, f, dst, n);
+        free(f);
+    }
+}
+
+/* Random activation row in the partner format, extremes included. */
+static void random_partner_row(zl_type partner, void *dst, int64_t n) {
+    float *f = malloc((size_t)n * sizeof(float));
+    fill_gauss(f, n, 1.0f);
+    for (int64_t i = 0; i < n; i += 37) f[i] *= 6; /* spikes hit +-127 */
+    zl_quantize_row(partner, f, dst, n);
+    free(f);
+}
+
+/* sum |w_i * x_i| in double: the scale for dot tolerances */
+static double abs_dot(zl_type t, const void *w, zl_type partner, const void *x, int64_t n, double *exact) {
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    zl_dequant_row(t, w, a, n);
+    zl_dequant_row(partner, x, b, n);
+    double s = 0, e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += fabs((double)a[i] * b[i]);
+        e += (double)a[i] * b[i];
+    }
+    free(a);
+    free(b);
+    if (exact) *exact = e;
+    return s;
+}
+
+Test(vec_dot, reference_matches_dequantised) {
+    const int64_t sizes[] = {256, 768, 4096};
+    for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+        zl_type t = k_weight_types[ti], p = zl_dot_partner(t);
+        for (size_t si = 0; si < 3; si++) {
+            int64_t n = sizes[si];
+            void *w = malloc(zl_row_size(t, n)), *x = malloc(zl_row_size(p, n));
+            random_weight_row(t, w, n);
+            random_partner_row(p, x, n);
+            double exact, scale = abs_dot(t, w, p, x, n, &exact);
+            float got = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x, n);
+            /* Q8_1's s is an f16 product: allow its rounding on the *_1 min term */
+            double tol = 2e-5 * scale + (p == ZL_TYPE_Q8_1 ? 2e-3 * scale : 0);
+            cr_expect(fabs(got - exact) <= tol, "%s n=%ld: ref %.9g exact %.9g", tname(t), (long)n, got, exact);
+            free(w);
+            free(x);
+        }
+    }
+}
+
+Test(vec_dot, every_isa_matches_reference) {
+    int top = max_isa();
+    const int64_t sizes[] = {256, 512, 1280, 4096, 11008};
+    for (int isa = ZL_ISA_AVX2; isa <= top; isa++) {
+        for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+            zl_type t = k_weight_types[ti], p = zl_dot_partner(t);
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                int64_t n = sizes[si];
+                for (int rep = 0; rep < 3; rep++) {
+                    void *w = malloc(zl_row_size(t, n)), *x = malloc(zl_row_size(p, n));
+                    random_weight_row(t, w, n);
+                    random_partner_row(p, x, n);
+                    double scale = abs_dot(t, w, p, x, n, NULL);
+                    float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x, n);
+                    float got = zl_vec_dot_isa(isa, t, w, x, n);
+                    REQUIRE(fabs((double)got - ref) <= 1e-5 * scale + 1e-30, "%s %s n=%ld: got %.9g ref %.9g (scale %g)",
+                              zl_isa_name(isa), tname(t), (long)n, got, ref, scale);
+                    free(w);
+                    free(x);
+                }
+            }
+        }
+    }
+}
+
+/* Small 32-block rows: the block-pair loops of the SIMD kernels must handle odd counts. */
+Test(vec_dot, short_rows_every_isa) {
+    int top = max_isa();
+    const zl_type ts[] = {ZL_TYPE_F32, ZL_TYPE_F16, ZL_TYPE_BF16, ZL_TYPE_Q4_0, ZL_TYPE_Q4_1,
+                          ZL_TYPE_Q5_0, ZL_TYPE_Q5_1, ZL_TYPE_Q8_0};
+    for (int isa = ZL_ISA_AVX2; isa <= top; isa++)
+        for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
+            for (int64_t n = 32; n <= 352; n += 32) {
+                zl_type t = ts[ti], p = zl_dot_partner(t);
+                void *w = malloc(zl_row_size(t, n)), *x = malloc(zl_row_size(p, n));
+                random_weight_row(t, w, n);
+                random_partner_row(p, x, n);
+                double scale = abs_dot(t, w, p, x, n, NULL);
+                float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x, n);
+                float got = zl_vec_dot_isa(isa, t, w, x, n);
+                REQUIRE(fabs((double)got - ref) <= 1e-5 * scale, "%s %s n=%ld: got %.9g ref %.9g",
+                          zl_isa_name(isa), tname(t), (long)n, got, ref);
+                free(w);
+                free(x);
+            }
+}
+
+/* ---- matmul ----------------------------------------------------------- */
+
+typedef struct {
+    zl_mat W;
+    void *data;
+    float *deq; /* rows x cols */
+} test_mat;
+
+static test_mat make_mat(zl_type t, int64_t rows, int64_t cols) {
+    test_mat m;
+    m.W.type = t;
+    m.W.rows = rows;
+    m.W.cols = cols;
+    m.W.row_bytes = zl_row_size(t, cols);
+    m.data = malloc(m.W.row_bytes * (size_t)rows);
+    m.deq = malloc(sizeof(float) * (size_t)(rows * cols));
+    float *f = malloc(sizeof(float) * (size_t)cols);
+    for (int64_t r = 0; r < rows; r++) {
+        fill_gauss(f, cols, 0.05f);
+        zl_quantize_row(t, f, (uint8_t *)m.data + (size_t)r * m.W.row_bytes, cols);
+        zl_dequant_row(t, (uint8_t *)m.data + (size_t)r * m.W.row_bytes, m.deq + r * cols, cols);
+    }
+    free(f);
+    m.W.data = m.data;
+    return m;
+}
+
+static void free_mat(test_mat *m) {
+    free(m->data);
+    free(m->deq);
+}
+
+Test(matmul, matches_double_reference) {
+    zl_pool *pools[2] = {zl_pool_new(1), zl_pool_new(2)};
+    cr_assert(pools[0] && pools[1]);
+    zl_work work = {0};
+    const int toks[] = {1, 3, 17};
+    const int64_t rows = 37, cols = 512, ldx = cols + 5, ldy = rows + 3;
+    zl_isa saved = zl_cpu_isa();
+    int top = max_isa();
+    float *x = malloc(sizeof(float) * (size_t)(17 * ldx));
+    float *y = malloc(sizeof(float) * (size_t)(17 * ldy));
+    fill_gauss(x, 17 * ldx, 1.0f);
+    for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+        zl_type t = k_weight_types[ti];
+        test_mat m = make_mat(t, rows, cols);
+        for (int isa = ZL_ISA_SCALAR; isa <= top; isa++) {
+            zl_cpu_set_isa((zl_isa)isa);
+            for (int pi = 0; pi < 2; pi++)
+                for (int k = 0; k < 3; k++) {
+                    int nt = toks[k];
+                    for (int64_t i = 0; i < 17 * ldy; i++) y[i] = -12345.0f;
+                    zl_matmul(&m.W, x, ldx, nt, y, ldy, pools[pi], &work);
+                    double act_err = zl_dot_partner(t) == ZL_TYPE_F32 ? 1e-5 : 1.5e-2;
+                    for (int tok = 0; tok < 17; tok++)
+                        for (int64_t r = 0; r < ldy; r++) {
+                            float got = y[tok * ldy + r];
+                            if (tok >= nt || r >= rows) {
+                                REQUIRE(got == -12345.0f, "wrote outside the output");
+                                continue;
+                            }
+                            double want = 0, scale = 0;
+                            for (int64_t c = 0; c < cols; c++) {
+                                double v = (double)m.deq[r * cols + c] * x[tok * ldx + c];
+                                want += v;
+                                scale += fabs(v);
+                            }
+                            REQUIRE(fabs(got - want) <= act_err * scale,
+                                      "%s isa=%s threads=%d n_tok=%d tok=%d row=%ld: got %g want %g", tname(t),
+                                      zl_isa_name(isa), pi + 1, nt, tok, (long)r, got, want);
+                        }
+                }
+        }
+        free_mat(&m);
+    }
+    zl_cpu_set_isa(saved);
+    zl_work_free(&work);
+    free(x);
+    free(y);
+    zl_pool_free(pools[0]);
+    zl_pool_free(pools[1]);
+}
+
+/* matmul must give exactly what vec_dot gives on the same quantised activations. */
+Test(matmul, equals_vec_dot) {
+    zl_pool *pool = zl_pool_new(2);
+    zl_work work = {0};
+    const int64_t rows = 300, cols = 1024;
+    float *x = malloc(sizeof(float) * 5 * cols), *y = malloc(sizeof(float) * 5 * rows);
+    fill_gauss(x, 5 * cols, 1.0f);
+    for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+        zl_type t = k_weight_types[ti], p = zl_dot_partner(t);
+        test_mat m = make_mat(t, rows, cols);
+        zl_matmul(&m.W, x, cols, 5, y, rows, pool, &work);
+        void *xq = malloc(zl_row_size(p, cols));
+        for (int tok = 0; tok < 5; tok++) {
+            zl_quantize_row(p, x + tok * cols, xq, cols);
+            for (int64_t r = 0; r < rows; r++) {
+                float want = zl_vec_dot(t, (uint8_t *)m.data + (size_t)r * m.W.row_bytes, xq, cols);
+                float got = y[tok * rows + r];
+                REQUIRE(fabsf(got - want) <= 1e-6f * (fabsf(want) + 1e-3f), "%s tok %d row %ld: %.9g vs %.9g",
+                          tname(t), tok, (long)r, got, want);
+            }
+        }
+        free(xq);
+        free_mat(&m);
+    }
+    zl_work_free(&work);
+    zl_pool_free(pool);
+    free(x);
+    free(y);
+}
+
+/* ---- real llama.cpp-quantised tensors ---------------------------------- */
+
+static zl_gguf *open_fixture(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/logits/synth-small-%s.gguf", ZL_ROOT, name);
+    zl_gguf *g = NULL;
+    zl_err err = {0};
+    if (zl_gguf_open(&g, path, NULL, &err) != 0) return NULL;
+    return g;
+}
+
+/* Every supported 2-D tensor of each fixture: SIMD dot == scalar dot on
+ * real blocks, and the dequantised tensor agrees with the same tensor of
+ * the F16 file to within that type's quantisation error. */
+Test(fixtures, real_tensors) {
+    static const char *files[] = {"F16", "Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K", "Q4_K_S"};
+    zl_gguf *ref = open_fixture("F16");
+    if (!ref) cr_skip_test("fixtures or GGUF reader unavailable");
+    int top = max_isa();
+    int seen[ZL_TYPE_COUNT] = {0};
+    for (size_t fi = 0; fi < sizeof files / sizeof files[0]; fi++) {
+        zl_gguf *g = open_fixture(files[fi]);
+        cr_assert(g, "open %s", files[fi]);
+        for (uint64_t i = 0; i < g->n_tensors; i++) {
+            const zl_gguf_tensor *tt = &g->tensors[i];
+            zl_type t = (zl_type)tt->type;
+            if (tt->n_dims != 2 || !zl_type_traits_of(t)->supported || t == ZL_TYPE_F32) continue;
+            seen[t]++;
+            int64_t cols = tt->ne[0], rows = tt->ne[1];
+            size_t rb = zl_row_size(t, cols);
+            zl_type p = zl_dot_partner(t);
+            float *xf = malloc(sizeof(float) * (size_t)cols), *wd = malloc(sizeof(float) * (size_t)cols);
+            float *rd = malloc(sizeof(float) * (size_t)cols);
+            void *xq = malloc(zl_row_size(p, cols));
+            fill_gauss(xf, cols, 1.0f);
+            zl_quantize_row(p, xf, xq, cols);
+            char name[256];
+            zl_str_copy(tt->name, name, sizeof name);
+            const zl_gguf_tensor *rt = zl_gguf_find_tensor(ref, name);
+            cr_assert(rt && rt->ne[0] == cols && rt->ne[1] == rows, "%s missing from F16 file", name);
+            size_t rrb = zl_row_size((zl_type)rt->type, cols);
+            double se = 0, ss = 0;
+            for (int64_t r = 0; r < rows; r += (rows > 64 ? 7 : 1)) {
+                const uint8_t *wr = (const uint8_t *)tt->data + (size_t)r * rb;
+                zl_dequant_row(t, wr, wd, cols);
+                zl_dequant_row((zl_type)rt->type, (const uint8_t *)rt->data + (size_t)r * rrb, rd, cols);
+                for (int64_t c = 0; c < cols; c++) {
+                    REQUIRE(isfinite(wd[c]), "%s %s: non-finite weight", files[fi], name);
+                    se += (double)(wd[c] - rd[c]) * (wd[c] - rd[c]);
+                    ss += (double)rd[c] * rd[c];
+                }
+                double scale = abs_dot(t, wr, p, xq, cols, NULL);
+                float want = zl_vec_dot_isa(ZL_ISA_SCALAR, t, wr, xq, cols);
+                for (int isa = ZL_ISA_AVX2; isa <= top; isa++) {
+                    float got = zl_vec_dot_isa(isa, t, wr, xq, cols);
+                    REQUIRE(fabs((double)got - want) <= 1e-5 * scale, "%s %s row %ld %s: %.9g vs %.9g", files[fi],
+                              name, (long)r, zl_isa_name(isa), got, want);
+                }
+            }
+            /* the synthetic model's random weights quantise about like Gaussians */
+            /* llama.cpp's files measure 0.0054 / 0.018 / 0.036 / 0.071 / 0.086: a layout
+             * mistake gives errors of order 1 */
+            double bound = t == ZL_TYPE_F16 ? 1e-6 : t == ZL_TYPE_Q8_0 ? 7e-3 : t == ZL_TYPE_Q6_K ? 2.2e-2
+                         : t == ZL_TYPE_Q5_K ? 4.5e-2 : t == ZL_TYPE_Q4_K ? 8.5e-2 : 1.0e-1;
+            cr_expect(sqrt(se / ss) <= bound, "%s %s (%s): relative rmse vs F16 %.4g > %.4g", files[fi], name,
+                      tname(t), sqrt(se / ss), bound);
+            free(xf);
+            free(wd);
+            free(rd);
+            free(xq);
+        }
+        zl_gguf_close(g);
+    }
+    zl_gguf_close(ref);
+    const zl_type must[] = {ZL_TYPE_F16, ZL_TYPE_Q8_0, ZL_TYPE_Q4_0, ZL_TYPE_Q4_K, ZL_TYPE_Q5_K, ZL_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        cr_expect(seen[must[i]] > 0, "no %s tensor in the fixtures", tname(must[i]));
+}

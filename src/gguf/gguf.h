@@ -118,4 +118,28 @@ int zl_gguf_add_tensor(zl_gguf_writer *w, const char *name, uint32_t type, uint3
                        const int64_t *ne, const void *data, uint64_t nbytes);
 int zl_gguf_write(zl_gguf_writer *w, const char *path, zl_err *err);
 
+/* ---- streaming writer (gguf_stream.c) ----
+ * For files larger than memory: declare all metadata and tensors (name, type,
+ * shape) first, then begin writes the header, then tensor data is appended
+ * in declaration order in pieces of any size.  The file appears under its
+ * name only after finish; freeing an unfinished stream removes its temporary
+ * file.  Same layout as zl_gguf_write (alignment 32). */
+typedef struct zl_gguf_stream zl_gguf_stream;
+zl_gguf_stream *zl_gguf_stream_new(void);
+void zl_gguf_stream_free(zl_gguf_stream *s);
+/* Setters copy their arguments and replace an earlier value of the key; 0 or ZL_E*. */
+int zl_gguf_stream_set_u32(zl_gguf_stream *s, const char *key, uint32_t v);
+int zl_gguf_stream_set_f32(zl_gguf_stream *s, const char *key, float v);
+int zl_gguf_stream_set_str(zl_gguf_stream *s, const char *key, const char *v);
+/* Copy a kv of an open reader (any type, arrays included). */
+int zl_gguf_stream_copy_kv(zl_gguf_stream *s, const zl_gguf_kv *kv);
+/* ZL_EINVAL if the shape is empty or its rows do not fit the type's blocks. */
+int zl_gguf_stream_add_tensor(zl_gguf_stream *s, const char *name, uint32_t type, uint32_t n_dims,
+                              const int64_t *ne);
+/* Bytes tensor i (declaration order) takes; 0 if there is no such tensor. */
+uint64_t zl_gguf_stream_tensor_bytes(const zl_gguf_stream *s, size_t i);
+int zl_gguf_stream_begin(zl_gguf_stream *s, const char *path, zl_err *err);
+int zl_gguf_stream_write(zl_gguf_stream *s, const void *data, uint64_t nbytes, zl_err *err);
+int zl_gguf_stream_finish(zl_gguf_stream *s, zl_err *err);
+
 #endif

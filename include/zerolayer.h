@@ -90,8 +90,34 @@ typedef struct zl_seq_opts {
 
 int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err);
 void zl_seq_free(zl_seq *s);
+/* Tokens fed so far (logical position of the next token). */
 int zl_seq_n_past(const zl_seq *s);
+/* Tokens currently held in the KV cache (< n_past once a policy evicted). */
+int zl_seq_n_cached(const zl_seq *s);
 int zl_seq_n_ctx(const zl_seq *s);
+/* How many more tokens can be fed (unbounded under a slicing policy). */
+int zl_seq_room(const zl_seq *s);
+
+/* ---- KV slicing ---- */
+typedef enum { ZL_KV_POLICY_FULL = 0, ZL_KV_POLICY_WINDOW = 1, ZL_KV_POLICY_ANCHOR = 2 } zl_kv_policy_kind;
+/* full: keep everything; window: 4 attention sinks + the most recent tokens;
+ * anchor: sinks + marked anchors + heavy hitters (attention received) + a
+ * recent window.  budget: most tokens kept (0 = n_ctx; larger is clamped). */
+int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *err);
+typedef struct zl_kv_stats {
+    int cached, budget, anchors;
+    uint64_t evicted;
+    uint64_t bytes_per_token; /* K+V bytes of one cached token, all layers */
+} zl_kv_stats;
+void zl_seq_kv_stats(const zl_seq *s, zl_kv_stats *st);
+/* zl_seq_eval with a per-token anchor mask (1 = never evict; may be NULL). */
+int zl_seq_eval_anchored(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n, int batch, float *all_logits,
+                         zl_err *err);
+/* Tokenize text containing <|anchor_start|>...<|anchor_end|> markers: the
+ * markers are removed and *mask (malloc'd, n bytes) flags the tokens inside.
+ * Unbalanced or nested markers are an error. */
+int zl_llm_tokenize_anchored(const zl_llm *llm, const char *text, size_t len, int add_special, int parse_special,
+                             int32_t **ids, uint8_t **mask, size_t *n, zl_err *err);
 /* Drop cached positions >= n (their KV memory is zeroed). */
 void zl_seq_truncate(zl_seq *s, int n);
 /* Feed n tokens at positions n_past..n_past+n-1 (in chunks of up to
@@ -103,7 +129,7 @@ const float *zl_seq_logits(const zl_seq *s);
 /* Sample the next token from the current logits with the sequence's sampler,
  * record it in the penalty history (the token is NOT fed; call zl_seq_eval). */
 int32_t zl_seq_sample(zl_seq *s);
-/* The tokens whose KV is cached (n = zl_seq_n_past). */
+/* Every token fed so far, in order (n = zl_seq_n_past). */
 const int32_t *zl_seq_tokens(const zl_seq *s, int *n);
 /* Exact arithmetic (for verification): f32 activations, f64 sums. */
 void zl_seq_set_exact(zl_seq *s, int exact);

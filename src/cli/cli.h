@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "zerolayer.h"
+
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
@@ -23,6 +25,10 @@ int cli_u64(const char *flag, const char *s, unsigned long long *out);
  * source tree, or $ZL_DEFAULT_MODEL). */
 const char *cli_default_model(void);
 int cli_is_help(const char *a);
+/* --kv-policy NAME -> kind (prints the error). */
+int cli_kv_policy(const char *name, zl_kv_policy_kind *kind);
+/* --kv-budget: a token count or a fraction (0 < f <= 1) of n_ctx. */
+int cli_budget(const char *flag, const char *s, long n_ctx, long *out);
 /* Progress bar on stderr when it is a terminal (zl_llm_preheat callback). */
 void cli_progress(size_t done, size_t total, void *label);
 

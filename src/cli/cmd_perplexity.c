@@ -15,11 +15,14 @@
 static const char *k_usage =
     "usage: zerolayer perplexity [-m MODEL] (--ids FILE | -f TEXTFILE) [--ctx N] [-b BATCH] [-t THREADS]\n"
     "                            [--dump-logits OUT] [--kv-type f16|f32] [--exact]\n"
+    "                            [--kv-policy full|window|anchor] [--kv-budget N|F]\n"
     "  --ids FILE         whitespace-separated token ids (used as they are, no BOS added)\n"
     "  -f TEXTFILE        UTF-8 text, tokenized with the model's BOS rule\n"
     "  --ctx N            window length (default: the model's training context, at most 4096)\n"
     "  --dump-logits OUT  write float32 logits for every input position, row-major [positions][vocab]\n"
-    "  --exact            reference arithmetic (f32 activations, f64 sums)\n";
+    "  --exact            reference arithmetic (f32 activations, f64 sums)\n"
+    "  --kv-policy P      KV slicing while scoring each window (see zerolayer run --help)\n"
+    "  --kv-budget B      tokens kept (count, or fraction of --ctx)\n";
 
 static int32_t *read_ids(const char *path, size_t *n) {
     FILE *f = fopen(path, "r");
@@ -60,6 +63,7 @@ int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *ids_path = NULL, *text_path = NULL, *dump = NULL;
     long ctx = 0, batch = 64, threads = 0;
     int exact = 0;
+    const char *kv_policy = "full", *kv_budget = NULL;
     zl_kv_type kvt = ZL_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -73,6 +77,8 @@ int cmd_perplexity(int argc, char **argv) {
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) { if (cli_int(a, VAL, 1, 4096, &batch)) return 1; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (cli_int(a, VAL, 1, 1024, &threads)) return 1; }
         else if (!strcmp(a, "--exact")) exact = 1;
+        else if (!strcmp(a, "--kv-policy")) { if (!(kv_policy = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "--kv-budget")) { if (!(kv_budget = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--kv-type")) {
             const char *t = VAL;
             if (t && !strcmp(t, "f16")) kvt = ZL_KV_F16;
@@ -83,6 +89,8 @@ int cmd_perplexity(int argc, char **argv) {
 #undef VAL
     }
     if (!ids_path == !text_path) return cli_fail("perplexity: give exactly one of --ids FILE or -f TEXTFILE");
+    zl_kv_policy_kind pk;
+    if (cli_kv_policy(kv_policy, &pk)) return 1;
     zl_err err = {0};
     zl_llm_opts lo = {(int)threads, 0, 0, 0, 0};
     zl_llm *llm;
@@ -118,6 +126,15 @@ int cmd_perplexity(int argc, char **argv) {
     zl_seq *seq;
     if (zl_seq_new(&seq, llm, &so, &err)) { free(ids); zl_llm_close(llm); if (df) fclose(df); return cli_fail("%s", err.msg); }
     zl_seq_set_exact(seq, exact);
+    long budget = 0;
+    if (kv_budget && cli_budget("--kv-budget", kv_budget, n_ctx, &budget)) {
+        zl_seq_free(seq); free(ids); zl_llm_close(llm); if (df) fclose(df);
+        return 1;
+    }
+    if (zl_seq_set_kv_policy(seq, pk, (int)budget, &err)) {
+        zl_seq_free(seq); free(ids); zl_llm_close(llm); if (df) fclose(df);
+        return cli_fail("%s", err.msg);
+    }
     float *logits = malloc((size_t)n_ctx * nv * sizeof *logits);
     double nll = 0;
     long scored = 0;
@@ -146,7 +163,10 @@ int cmd_perplexity(int argc, char **argv) {
     fputc('\n', stderr);
     if (df && fclose(df) != 0 && !rc) rc = (snprintf(err.msg, sizeof err.msg, "writing %s failed", dump), ZL_EIO);
     if (!rc && scored) {
-        printf("perplexity: %.4f over %ld predictions (%zu tokens, windows of %d)\n", exp(nll / scored), scored, n, n_ctx);
+        zl_kv_stats ks;
+        zl_seq_kv_stats(seq, &ks);
+        printf("perplexity: %.4f over %ld predictions (%zu tokens, windows of %d, kv %s budget %d)\n", exp(nll / scored),
+               scored, n, n_ctx, kv_policy, ks.budget);
         fprintf(stderr, "zerolayer: %.1f tok/s\n", n / secs);
     }
     free(logits);

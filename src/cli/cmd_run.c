@@ -15,6 +15,7 @@ static const char *k_usage =
     "                     [--frequency-penalty P] [-t THREADS] [-c CTX] [--ignore-eos] [--kv-type f16|f32]\n"
     "                     [--no-mmap] [--mlock] [--preheat] [--prefetch-layers N] [--exact]\n"
     "                     [--spec lookup|draft|off] [--ring N] [--draft-model FILE | --draft-layers N]\n"
+    "                     [--kv-policy full|window|anchor] [--kv-budget N|F]\n"
     "  Generate a continuation of PROMPT (default: empty, i.e. BOS only) and stream it to stdout.\n"
     "  -m MODEL        GGUF model (default: the embedded models/stories260K.gguf)\n"
     "  -n N            tokens to generate (default 256; -1 = until end of text or context)\n"
@@ -34,7 +35,11 @@ static const char *k_usage =
     "                  model), off.  Lossless: greedy output is identical, sampling keeps its distribution\n"
     "  --ring N        initial drafted tokens per step (default 5, adaptive up to 16)\n"
     "  --draft-model FILE  draft model for --spec draft (its vocabulary must equal the target's)\n"
-    "  --draft-layers N    draft with the target's own first N layers (self-speculation)\n";
+    "  --draft-layers N    draft with the target's own first N layers (self-speculation)\n"
+    "  --kv-policy P   full (default) | window (4 sinks + recent) | anchor (sinks + <|anchor_start|>...\n"
+    "                  <|anchor_end|> spans in the prompt + heavy hitters + recent); bounded policies\n"
+    "                  evict instead of stopping, so generation can run past the context length\n"
+    "  --kv-budget B   tokens kept under a bounded policy: a count, or a fraction of the context (0.25)\n";
 
 static double now_s(void) {
     struct timespec ts;
@@ -51,6 +56,7 @@ int cmd_run(int argc, char **argv) {
     long prefetch = 2, ring = 5, draft_layers = 0;
     const char *draft_model = NULL;
     zl_spec_mode spec = ZL_SPEC_LOOKUP;
+    const char *kv_policy = "full", *kv_budget = NULL;
     zl_kv_type kvt = ZL_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -88,6 +94,8 @@ int cmd_run(int argc, char **argv) {
             else if (m && !strcmp(m, "off")) spec = ZL_SPEC_OFF;
             else return cli_fail("--spec must be lookup, draft or off");
         }
+        else if (!strcmp(a, "--kv-policy")) { if (!(kv_policy = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "--kv-budget")) { if (!(kv_budget = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--ring")) { if (cli_int(a, VAL, 1, 16, &ring)) return 1; }
         else if (!strcmp(a, "--draft-model")) { if (!(draft_model = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--draft-layers")) { if (cli_int(a, VAL, 1, 1 << 20, &draft_layers)) return 1; }
@@ -109,25 +117,33 @@ int cmd_run(int argc, char **argv) {
     double t_load = now_s() - t0;
     fprintf(stderr, "zerolayer: %s (%d threads, loaded in %.0f ms)\n", zl_llm_desc(llm), zl_llm_n_threads(llm),
             t_load * 1e3);
+    zl_kv_policy_kind pk;
+    if (cli_kv_policy(kv_policy, &pk)) { zl_llm_close(llm); return 1; }
     int32_t *ids = NULL;
+    uint8_t *anchor = NULL;
     size_t n_ids = 0;
-    if (zl_llm_tokenize(llm, prompt, strlen(prompt), 1, 0, &ids, &n_ids, &err)) {
+    if (zl_llm_tokenize_anchored(llm, prompt, strlen(prompt), 1, 0, &ids, &anchor, &n_ids, &err)) {
         zl_llm_close(llm);
         return cli_fail("tokenizing the prompt: %s", err.msg);
     }
     if (n_ids == 0) { /* a model that adds no BOS and an empty prompt: start from BOS anyway */
         free(ids);
+        free(anchor);
         ids = malloc(sizeof *ids);
+        anchor = calloc(1, 1);
         ids[0] = zl_llm_bos(llm);
         n_ids = 1;
         if (ids[0] < 0) { free(ids); zl_llm_close(llm); return cli_fail("empty prompt and the model has no BOS token"); }
     }
     int n_ctx = ctx ? (int)ctx : zl_llm_n_ctx_train(llm);
     if (!ctx && n_ctx > 4096) n_ctx = 4096;
-    if ((long)n_ids >= n_ctx) {
+    long budget = 0;
+    if (kv_budget && cli_budget("--kv-budget", kv_budget, n_ctx, &budget)) { free(ids); free(anchor); zl_llm_close(llm); return 1; }
+    if ((long)n_ids >= n_ctx && pk == ZL_KV_POLICY_FULL) {
         free(ids);
+        free(anchor);
         zl_llm_close(llm);
-        return cli_fail("prompt has %zu tokens; the context holds %d (use -c)", n_ids, n_ctx);
+        return cli_fail("prompt has %zu tokens; the context holds %d (use -c, or a bounded --kv-policy)", n_ids, n_ctx);
     }
     zl_seq_opts so = {n_ctx, kvt, zl_sampling_defaults()};
     so.sampling.temp = (float)temp;
@@ -143,6 +159,10 @@ int cmd_run(int argc, char **argv) {
     zl_stream *st;
     if (zl_seq_new(&seq, llm, &so, &err)) { free(ids); zl_llm_close(llm); return cli_fail("%s", err.msg); }
     zl_seq_set_exact(seq, exact);
+    if (zl_seq_set_kv_policy(seq, pk, (int)budget, &err)) {
+        zl_seq_free(seq); free(ids); free(anchor); zl_llm_close(llm);
+        return cli_fail("%s", err.msg);
+    }
     zl_llm *draft = NULL;
     if (spec == ZL_SPEC_DRAFT) {
         int drc = draft_model ? zl_llm_open(&draft, draft_model, &lo, &err)
@@ -161,10 +181,10 @@ int cmd_run(int argc, char **argv) {
         return cli_fail("%s", err.msg);
     }
     double t1 = now_s();
-    int rc = zl_seq_eval(seq, ids, (int)n_ids, 0, NULL, &err);
+    int rc = zl_seq_eval_anchored(seq, ids, anchor, (int)n_ids, 0, NULL, &err);
     double t_prefill = now_s() - t1, t2 = now_s();
     int produced = 0, done = 0;
-    while (!rc && !done && (n_gen < 0 || produced < n_gen) && zl_seq_n_past(seq) < n_ctx) {
+    while (!rc && !done && (n_gen < 0 || produced < n_gen) && zl_seq_room(seq) > 0) {
         int32_t toks[17];
         int max_out = n_gen < 0 || n_gen - produced > 17 ? 17 : (int)(n_gen - produced);
         int got = zl_seq_step(seq, toks, max_out, &err);
@@ -194,9 +214,16 @@ int cmd_run(int argc, char **argv) {
                 (unsigned long long)ss.steps, (unsigned long long)ss.verify_steps, (unsigned long long)ss.drafted,
                 (unsigned long long)ss.accepted, ss.drafted ? 100.0 * ss.accepted / ss.drafted : 0.0,
                 ss.steps ? (double)produced / ss.steps : 0.0);
+    zl_kv_stats ks;
+    zl_seq_kv_stats(seq, &ks);
+    if (pk != ZL_KV_POLICY_FULL)
+        fprintf(stderr, "zerolayer: kv: %d cached of budget %d, %llu evicted, %d anchors, %llu KV bytes read per token\n",
+                ks.cached, ks.budget, (unsigned long long)ks.evicted, ks.anchors,
+                (unsigned long long)(ks.bytes_per_token * (uint64_t)ks.cached));
     zl_stream_free(st);
     zl_seq_free(seq);
     zl_llm_close(draft);
+    free(anchor);
     free(ids);
     zl_llm_close(llm);
     return rc ? 1 : 0;

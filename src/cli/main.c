@@ -66,6 +66,25 @@ void cli_progress(size_t done, size_t total, void *label) {
     if (done >= total) fputc('\n', stderr);
 }
 
+int cli_kv_policy(const char *name, zl_kv_policy_kind *kind) {
+    if (!strcmp(name, "full")) *kind = 0;
+    else if (!strcmp(name, "window")) *kind = 1;
+    else if (!strcmp(name, "anchor")) *kind = 2;
+    else return cli_fail("--kv-policy must be full, window or anchor (got '%s')", name);
+    return 0;
+}
+
+int cli_budget(const char *flag, const char *s, long n_ctx, long *out) {
+    if (strchr(s, '.')) {
+        double f;
+        if (cli_float(flag, s, 1e-6, 1.0, &f)) return 1;
+        *out = (long)(f * n_ctx);
+        if (*out < 1) return cli_fail("%s: %s of %ld tokens is empty", flag, s, n_ctx);
+        return 0;
+    }
+    return cli_int(flag, s, 1, 1L << 30, out);
+}
+
 int cli_is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
 
 const char *cli_default_model(void) {

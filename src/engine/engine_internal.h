@@ -30,8 +30,8 @@ struct zl_seq {
     float *logits;  /* n_vocab: logits after the last fed token */
     float *scratch; /* n_vocab: sampler works on a copy */
     int has_logits;
-    int32_t *tokens; /* the tokens whose KV is cached, kv->n_used of them */
-    int cap_tokens;
+    int32_t *tokens; /* every token fed, in order (n_tokens); the cache may hold fewer */
+    int n_tokens, cap_tokens;
     /* verification ring */
     int spec_on;
     int32_t pending; /* token already chosen (by a rejection) but not yet emitted; -1 = none */

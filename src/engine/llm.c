@@ -134,20 +134,33 @@ void zl_seq_free(zl_seq *s) {
     free(s);
 }
 
-int zl_seq_n_past(const zl_seq *s) { return s->kv->n_used; }
+int zl_seq_n_past(const zl_seq *s) { return s->n_tokens; }
+int zl_seq_n_cached(const zl_seq *s) { return s->kv->n_used; }
 int zl_seq_n_ctx(const zl_seq *s) { return s->kv->n_ctx; }
 void zl_seq_set_exact(zl_seq *s, int exact) { zl_fwd_set_exact(s->fwd, exact); }
 
+int zl_seq_room(const zl_seq *s) {
+    if (s->kv->policy.kind != ZL_KVP_FULL) return 1 << 30; /* a bounded policy evicts instead of filling up */
+    return s->kv->n_ctx - s->kv->n_used;
+}
+
+/* Logical truncation: drop the last (n_tokens - n) tokens.  They are always
+ * the newest cache slots (the recent window is never evicted). */
 void zl_seq_truncate(zl_seq *s, int n) {
-    zl_kv_truncate(s->kv, n);
-    if (zl_sampler_n_hist(s->sampler) > s->kv->n_used) zl_sampler_truncate(s->sampler, s->kv->n_used);
+    if (n < 0) n = 0;
+    if (n < s->n_tokens) {
+        int drop = s->n_tokens - n;
+        zl_kv_truncate(s->kv, s->kv->n_used - drop > 0 ? s->kv->n_used - drop : 0);
+        s->n_tokens = n;
+        if (n == 0) zl_kv_truncate(s->kv, 0);
+    }
+    if (zl_sampler_n_hist(s->sampler) > n) zl_sampler_truncate(s->sampler, n);
     s->has_logits = 0;
     s->pending = -1;
 }
 
 int zl_seq_track(zl_seq *s, const int32_t *ids, int n) {
-    int have = s->kv->n_used - n; /* called after the KV grew by n */
-    if (have < 0) have = 0;
+    int have = s->n_tokens;
     if (have + n > s->cap_tokens) {
         int cap = s->cap_tokens ? s->cap_tokens : 256;
         while (cap < have + n) cap *= 2;
@@ -157,41 +170,74 @@ int zl_seq_track(zl_seq *s, const int32_t *ids, int n) {
         s->cap_tokens = cap;
     }
     memcpy(s->tokens + have, ids, (size_t)n * sizeof *ids);
+    s->n_tokens += n;
     return 0;
 }
 
 const int32_t *zl_seq_tokens(const zl_seq *s, int *n) {
-    *n = s->kv->n_used;
+    *n = s->n_tokens;
     return s->tokens;
 }
 
+int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *err) {
+    zl_kv_policy p = {(zl_kvp_kind)kind, budget, 0, 0};
+    zl_rope rope = zl_model_rope(s->llm->model);
+    return zl_kv_set_policy(s->kv, &p, &rope, s->llm->model->hp.head_dim, zl_pool_size(s->llm->pool), err);
+}
+
+void zl_seq_kv_stats(const zl_seq *s, zl_kv_stats *st) {
+    st->cached = s->kv->n_used;
+    st->budget = zl_kv_budget(s->kv);
+    st->evicted = s->kv->evicted;
+    st->anchors = zl_kv_n_anchor(s->kv);
+    st->bytes_per_token = 2 * (uint64_t)s->kv->n_layers * s->kv->row_bytes;
+}
+
 int zl_seq_eval(zl_seq *s, const int32_t *ids, int n, int batch, float *all_logits, zl_err *err) {
+    return zl_seq_eval_anchored(s, ids, NULL, n, batch, all_logits, err);
+}
+
+int zl_seq_eval_anchored(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n, int batch, float *all_logits,
+                         zl_err *err) {
     if (n <= 0) return zl_errf(err, ZL_EINVAL, "nothing to evaluate");
     const zl_model *m = s->llm->model;
-    int nv = m->hp.n_vocab;
-    if (s->kv->n_used + n > s->kv->n_ctx)
+    int nv = m->hp.n_vocab, bounded = s->kv->policy.kind != ZL_KVP_FULL;
+    if (!bounded && s->kv->n_used + n > s->kv->n_ctx)
         return zl_errf(err, ZL_ERANGE, "%d tokens do not fit: %d of the %d-token context are used", n,
                        s->kv->n_used, s->kv->n_ctx);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= nv) return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", ids[i], nv);
     if (batch <= 0) batch = 64;
+    if (bounded && batch > zl_kv_budget(s->kv) / 4) batch = zl_kv_budget(s->kv) / 4; /* chunks leave room to evict */
     zl_batch_tok *toks = malloc((size_t)batch * sizeof *toks);
     if (!toks) return zl_errf(err, ZL_ENOMEM, "out of memory");
-    int rc = 0;
+    int rc = 0, fed = 0;
     for (int p = 0; p < n && !rc; p += batch) {
-        int cnt = n - p < batch ? n - p : batch, base = s->kv->n_used;
+        int cnt = n - p < batch ? n - p : batch;
+        if (bounded && (rc = zl_kv_make_room(s->kv, cnt, err))) break;
+        int base = s->kv->n_used;
         for (int i = 0; i < cnt; i++)
             toks[i] = (zl_batch_tok){ids[p + i], base + i, 0, all_logits ? 1 : (p + i == n - 1)};
         float *dst = all_logits ? all_logits + (size_t)p * nv : s->logits;
         rc = zl_forward(m, &s->kv, toks, cnt, dst, s->fwd, s->llm->pool, err);
+        if (rc) break;
+        if (anchor)
+            for (int i = 0; i < cnt; i++)
+                if (anchor[p + i]) zl_kv_mark_anchor(s->kv, base + i, 1);
+        for (int i = 0; i < cnt; i++) zl_sampler_accept(s->sampler, ids[p + i]);
+        if (zl_seq_track(s, ids + p, cnt)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+        fed += cnt;
     }
     free(toks);
-    if (rc) return rc;
-    if (all_logits) memcpy(s->logits, all_logits + (size_t)(n - 1) * nv, (size_t)nv * sizeof(float));
-    for (int i = 0; i < n; i++) zl_sampler_accept(s->sampler, ids[i]);
-    s->has_logits = 1;
     s->pending = -1;
-    if (zl_seq_track(s, ids, n)) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    if (rc) {
+        /* keep the sequence consistent: what was fed stays, logits are stale */
+        s->has_logits = 0;
+        return rc;
+    }
+    if (all_logits) memcpy(s->logits, all_logits + (size_t)(n - 1) * nv, (size_t)nv * sizeof(float));
+    s->has_logits = 1;
+    (void)fed;
     return 0;
 }
 
@@ -243,7 +289,7 @@ int zl_llm_eval_batch(zl_llm *llm, const zl_batch_item *items, int n_items, zl_e
             return zl_errf(err, ZL_EINVAL, "batch item %d is invalid", i);
         for (int j = 0; j < i; j++)
             if (items[j].seq == s) return zl_errf(err, ZL_EINVAL, "sequence appears twice in one batch");
-        if (s->kv->n_used + items[i].n > s->kv->n_ctx)
+        if (s->kv->policy.kind == ZL_KVP_FULL && s->kv->n_used + items[i].n > s->kv->n_ctx)
             return zl_errf(err, ZL_ERANGE, "batch item %d: %d tokens do not fit: %d of the %d-token context are used",
                            i, items[i].n, s->kv->n_used, s->kv->n_ctx);
         for (int j = 0; j < items[i].n; j++)
@@ -257,6 +303,7 @@ int zl_llm_eval_batch(zl_llm *llm, const zl_batch_item *items, int n_items, zl_e
     float *logits = malloc((size_t)n_items * nv * sizeof *logits);
     int rc = 0;
     if (!toks || !kvs || !logits) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    for (int i = 0; !rc && i < n_items; i++) rc = zl_kv_make_room(items[i].seq->kv, items[i].n, err);
     for (int i = 0, t = 0; !rc && i < n_items; i++) {
         kvs[i] = items[i].seq->kv;
         for (int j = 0; j < items[i].n; j++, t++)

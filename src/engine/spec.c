@@ -121,7 +121,7 @@ void zl_seq_spec_stats(const zl_seq *s, zl_spec_stats *st) {
 int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     if (max_out < 1) { zl_errf(err, ZL_EINVAL, "no room for output tokens"); return -1; }
     if (!s->has_logits && s->pending < 0) { zl_errf(err, ZL_EINVAL, "nothing evaluated yet: feed a prompt first"); return -1; }
-    int room = s->kv->n_ctx - s->kv->n_used;
+    int room = zl_seq_room(s);
     if (room < 1) { zl_errf(err, ZL_ERANGE, "context of %d tokens is full", s->kv->n_ctx); return -1; }
     double t_start = now_s();
     int32_t buf[ZL_RING_MAX + 1];
@@ -131,8 +131,8 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     if (k > max_out - 1) k = max_out - 1;
     if (k > room - 1) k = room - 1;
     if (k > 0) {
-        /* history = cached tokens + t0 (appended past n_used, not yet counted) */
-        int n = s->kv->n_used;
+        /* history = every token so far + t0 (appended past n_tokens, not yet counted) */
+        int n = s->n_tokens;
         if (n + 1 > s->cap_tokens) {
             int cap = s->cap_tokens ? s->cap_tokens * 2 : 256;
             int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
@@ -149,7 +149,7 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
         out[0] = buf[0];
         return 1;
     }
-    int nv = zl_llm_n_vocab(s->llm), base = s->kv->n_used, hist0 = zl_sampler_n_hist(s->sampler);
+    int nv = zl_llm_n_vocab(s->llm), hist0 = zl_sampler_n_hist(s->sampler), tok0 = s->n_tokens;
     if (zl_seq_eval(s, buf, nd + 1, nd + 1, s->vlogits, err)) return -1;
     int acc = 0;
     int32_t next = -1;
@@ -175,7 +175,9 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
         break;
     }
     int keep = 1 + acc;
-    zl_kv_truncate(s->kv, base + keep);
+    /* roll back the rejected tail: the newest nd - acc slots and tokens */
+    zl_kv_truncate(s->kv, s->kv->n_used - (nd - acc));
+    s->n_tokens = tok0 + keep;
     zl_sampler_truncate(s->sampler, hist0 + keep);
     memcpy(s->logits, s->vlogits + (size_t)acc * nv, (size_t)nv * sizeof(float));
     s->has_logits = 1;
@@ -204,5 +206,61 @@ int zl_llm_open_truncated(zl_llm **out, zl_llm *llm, int n_layers, zl_err *err) 
     d->borrowed = 1;
     snprintf(d->desc, sizeof d->desc, "first %d layers of %s", n_layers, llm->desc);
     *out = d;
+    return 0;
+}
+
+int zl_llm_tokenize_anchored(const zl_llm *llm, const char *text, size_t len, int add_special, int parse_special,
+                             int32_t **ids, uint8_t **mask, size_t *n, zl_err *err) {
+    static const char OPEN[] = "<|anchor_start|>", CLOSE[] = "<|anchor_end|>";
+    const size_t lo = sizeof OPEN - 1, lc = sizeof CLOSE - 1;
+    *ids = NULL;
+    *mask = NULL;
+    *n = 0;
+    size_t cap = 0, cnt = 0, pos = 0;
+    int32_t *all = NULL;
+    uint8_t *m = NULL;
+    int inside = 0, first = 1, had_text = 0, rc = 0;
+    while (pos <= len && !rc) {
+        /* next marker */
+        size_t next = len, mlen = 0;
+        int is_open = 0;
+        for (size_t i = pos; i < len; i++) {
+            if (len - i >= lo && !memcmp(text + i, OPEN, lo)) { next = i; mlen = lo; is_open = 1; break; }
+            if (len - i >= lc && !memcmp(text + i, CLOSE, lc)) { next = i; mlen = lc; break; }
+        }
+        if (next > pos || first) {
+            int32_t *seg;
+            size_t ns;
+            /* BOS only before the first segment */
+            if ((rc = zl_tokenize_ex(llm->vocab, text + pos, next - pos, first ? add_special : 0, parse_special, had_text,
+                                     &seg, &ns, err)))
+                break;
+            if (cnt + ns > cap) {
+                size_t nc = (cnt + ns) * 2 + 16;
+                int32_t *na = realloc(all, nc * sizeof *na);
+                uint8_t *nm = na ? realloc(m, nc) : NULL;
+                if (na) all = na;
+                if (nm) m = nm;
+                if (!na || !nm) { free(seg); rc = zl_errf(err, ZL_ENOMEM, "out of memory"); break; }
+                cap = nc;
+            }
+            memcpy(all + cnt, seg, ns * sizeof *seg);
+            memset(m + cnt, inside, ns);
+            cnt += ns;
+            free(seg);
+            first = 0;
+            had_text |= next > pos;
+        }
+        if (next == len) break;
+        if (is_open && inside) { rc = zl_errf(err, ZL_EINVAL, "nested %s at byte %zu", OPEN, next); break; }
+        if (!is_open && !inside) { rc = zl_errf(err, ZL_EINVAL, "%s at byte %zu without a matching %s", CLOSE, next, OPEN); break; }
+        inside = is_open;
+        pos = next + mlen;
+    }
+    if (!rc && inside) rc = zl_errf(err, ZL_EINVAL, "%s without a matching %s", OPEN, CLOSE);
+    if (rc) { free(all); free(m); return rc; }
+    *ids = all;
+    *mask = m;
+    *n = cnt;
     return 0;
 }

@@ -33,6 +33,8 @@ void zl_kv_free(zl_kv *kv) {
     if (!kv) return;
     free(kv->k);
     free(kv->v);
+    free(kv->score_part);
+    free(kv->anchor);
     free(kv);
 }
 
@@ -44,6 +46,9 @@ void zl_kv_truncate(zl_kv *kv, int n) {
         memset(zl_kv_k(kv, l, n), 0, cnt);
         memset(zl_kv_v(kv, l, n), 0, cnt);
     }
+    for (int t = 0; t < kv->score_nth; t++)
+        memset(kv->score_part + (size_t)t * kv->n_ctx + n, 0, (size_t)(kv->n_used - n) * sizeof(float));
+    if (kv->anchor) memset(kv->anchor + n, 0, (size_t)(kv->n_used - n));
     kv->n_used = n;
 }
 

@@ -12,6 +12,7 @@
 
 #include "../base/cpu.h"
 #include "../tensor/attn.h"
+#include "../tensor/rope.h"
 #include "model.h"
 #include "prefetch.h"
 
@@ -70,28 +71,6 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
     for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-/* Rotate one head's vector by the precomputed cos/sin of its position. */
-static void rope_apply(float *v, const float *cs, const float *sn, int rope_dim, zl_rope_type type) {
-    int half = rope_dim / 2;
-    for (int i = 0; i < half; i++) {
-        int a = type == ZL_ROPE_NEOX ? i : 2 * i;
-        int b = type == ZL_ROPE_NEOX ? i + half : 2 * i + 1;
-        float x0 = v[a], x1 = v[b];
-        v[a] = x0 * cs[i] - x1 * sn[i];
-        v[b] = x0 * sn[i] + x1 * cs[i];
-    }
-}
-
-static void rope_table(const zl_hparams *hp, int pos, float *cs, float *sn) {
-    float theta_scale = powf(hp->rope_base, -2.0f / (float)hp->rope_dim);
-    float theta = (float)pos * hp->rope_freq_scale;
-    for (int i = 0; i < hp->rope_dim / 2; i++) {
-        cs[i] = cosf(theta);
-        sn[i] = sinf(theta);
-        theta *= theta_scale;
-    }
-}
-
 static void store_row(zl_type t, void *dst, const float *src, int n) {
     if (t == ZL_TYPE_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
@@ -140,6 +119,10 @@ static void attn_worker(void *ctx, int ith, int nth) {
             sum += sc[p];
         }
         float inv = (float)(1.0 / sum);
+        if (kv->score_part && ith < kv->score_nth) { /* anchor policy: attention received, O(1) per slot */
+            float *acc = kv->score_part + (size_t)ith * kv->n_ctx;
+            for (int p = 0; p < len; p++) acc[p] += sc[p] * inv;
+        }
         float *o = j->out + (size_t)i * qd + (size_t)h * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
         for (int p = 0; p < len; p++) {
@@ -177,6 +160,7 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
         n_out += toks[i].want_logits != 0;
     }
     int nth = zl_pool_size(pool), half = hp->rope_dim / 2;
+    zl_rope rope = zl_model_rope(m);
     size_t need = (size_t)n * (2 * dim + 2 * qd + 2 * kvd + 2 * ffn + 2 * half) + (size_t)nth * max_ctx +
                   (size_t)(n_out ? n_out : 1) * dim;
     float *base = scratch(f, need);
@@ -189,7 +173,7 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
     for (int i = 0; i < n; i++) {
         zl_dequant_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)toks[i].token * m->tok_embd.row_bytes,
                        x + (size_t)i * dim, dim);
-        rope_table(hp, toks[i].pos, cs + (size_t)i * half, sn + (size_t)i * half);
+        zl_rope_table(&rope, toks[i].pos, cs + (size_t)i * half, sn + (size_t)i * half);
     }
 
     for (int l = 0; l < hp->n_layers; l++) {
@@ -206,8 +190,8 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
             if (L->bk) for (int j = 0; j < kvd; j++) ki[j] += L->bk[j];
             if (L->bv) for (int j = 0; j < kvd; j++) vi[j] += L->bv[j];
             const float *c = cs + (size_t)i * half, *s = sn + (size_t)i * half;
-            for (int h = 0; h < hp->n_heads; h++) rope_apply(qi + (size_t)h * hd, c, s, hp->rope_dim, hp->rope_type);
-            for (int h = 0; h < hp->n_kv_heads; h++) rope_apply(ki + (size_t)h * hd, c, s, hp->rope_dim, hp->rope_type);
+            for (int h = 0; h < hp->n_heads; h++) zl_rope_apply(&rope, qi + (size_t)h * hd, c, s);
+            for (int h = 0; h < hp->n_kv_heads; h++) zl_rope_apply(&rope, ki + (size_t)h * hd, c, s);
             zl_kv *kv = kvs[toks[i].seq];
             store_row(kv->type, zl_kv_k(kv, l, toks[i].pos), ki, kvd);
             store_row(kv->type, zl_kv_v(kv, l, toks[i].pos), vi, kvd);

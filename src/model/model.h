@@ -15,6 +15,7 @@
 #include "../gguf/gguf.h"
 #include "../kv/kv.h"
 #include "../tensor/kernels.h"
+#include "../tensor/rope.h"
 
 typedef enum { ZL_ROPE_NORM = 0, ZL_ROPE_NEOX = 1 } zl_rope_type;
 
@@ -55,6 +56,8 @@ int zl_model_load(zl_model **out, const char *path, const zl_model_opts *opts, z
 /* Bind a model from an already opened GGUF (takes ownership of g on success). */
 int zl_model_from_gguf(zl_model **out, zl_gguf *g, zl_err *err);
 void zl_model_free(zl_model *m);
+/* The model's rotary embedding parameters. */
+zl_rope zl_model_rope(const zl_model *m);
 
 /* ---- forward ---- */
 /* One token of a batch: which sequence (index into the kv array passed to

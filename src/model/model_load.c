@@ -224,3 +224,8 @@ void zl_model_free(zl_model *m) {
     zl_gguf_close(m->gguf);
     free(m);
 }
+
+zl_rope zl_model_rope(const zl_model *m) {
+    zl_rope r = {m->hp.rope_dim, m->hp.rope_base, m->hp.rope_freq_scale, m->hp.rope_type == ZL_ROPE_NEOX};
+    return r;
+}

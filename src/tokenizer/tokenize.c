@@ -370,11 +370,11 @@ static int partition(ctx *c, size_t len, bool parse_special) {
 
 /* ---- entry point ---- */
 
-static int run(ctx *c, size_t len, bool add_special, bool parse_special) {
+static int run(ctx *c, size_t len, bool add_special, bool parse_special, bool continuation) {
     const zl_vocab *v = c->v;
     if (partition(c, len, parse_special)) return -1;
     if (add_special && v->add_bos && emit(c, v->bos)) return -1;
-    bool prev_special = true; /* SPM: the first fragment gets the space prefix */
+    bool prev_special = !continuation; /* SPM: the first fragment gets the space prefix */
     for (size_t f = 0; f < c->n_fr; f++) {
         frag fr = c->fr[f];
         if (fr.tok >= 0) {
@@ -395,12 +395,17 @@ static int run(ctx *c, size_t len, bool add_special, bool parse_special) {
 
 int zl_tokenize(const zl_vocab *v, const char *text, size_t len, int add_bos, int parse_special, int32_t **ids,
                 size_t *n, zl_err *err) {
+    return zl_tokenize_ex(v, text, len, add_bos, parse_special, 0, ids, n, err);
+}
+
+int zl_tokenize_ex(const zl_vocab *v, const char *text, size_t len, int add_bos, int parse_special, int continuation,
+                   int32_t **ids, size_t *n, zl_err *err) {
     *ids = NULL;
     *n = 0;
     if (!v || (!text && len)) return zl_errf(err, ZL_EINVAL, "zl_tokenize: no vocabulary or text");
     if (len > (size_t)INT32_MAX / 4) return zl_errf(err, ZL_ERANGE, "text of %zu bytes is too long to tokenize", len);
     ctx c = {.v = v, .text = text};
-    int rc = run(&c, len, add_bos != 0, parse_special != 0);
+    int rc = run(&c, len, add_bos != 0, parse_special != 0, continuation != 0);
     free(c.fr);
     free(c.fr2);
     free(c.sy);

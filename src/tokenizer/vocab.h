@@ -86,6 +86,10 @@ int zl_token_is_control(const zl_vocab *v, int32_t id);
  * On success *ids (malloc'd, caller frees; NULL when *n is 0) holds *n ids. */
 int zl_tokenize(const zl_vocab *v, const char *text, size_t len, int add_bos, int parse_special,
                 int32_t **ids, size_t *n, zl_err *err);
+/* As zl_tokenize; continuation != 0 means the text continues earlier text
+ * (no SentencePiece space prefix on its first fragment). */
+int zl_tokenize_ex(const zl_vocab *v, const char *text, size_t len, int add_bos, int parse_special, int continuation,
+                   int32_t **ids, size_t *n, zl_err *err);
 
 /* Decoded bytes of one token: SPM U+2581 -> ' ' and <0xXX> -> that byte; BPE
  * code points -> their bytes; user-defined tokens as written.  Control and

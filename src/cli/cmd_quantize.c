@@ -48,10 +48,7 @@ int cmd_quantize(int argc, char **argv) {
             pos[n_pos++] = a;
         }
     }
-    if (n_pos != 3) {
-        usage(stderr);
-        return cli_fail("quantize: expected IN.gguf OUT.gguf TYPE");
-    }
+    if (n_pos != 3) return cli_fail("quantize: expected IN.gguf OUT.gguf TYPE (see zerolayer quantize --help)");
     zl_qtarget t;
     if (zl_qtarget_parse(pos[2], &t)) return cli_fail("quantize: unknown type '%s' (one of %s)", pos[2], zl_qtarget_names());
     zl_quantize_opts o = {(int)threads, progress, NULL};

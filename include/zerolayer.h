@@ -80,7 +80,8 @@ typedef struct zl_sampling {
 } zl_sampling;
 zl_sampling zl_sampling_defaults(void);
 
-typedef enum { ZL_KV_F16 = 0, ZL_KV_F32 = 1 } zl_kv_type;
+/* q8_0 halves the KV bytes of f16 (needs a head dimension that is a multiple of 32). */
+typedef enum { ZL_KV_F16 = 0, ZL_KV_F32 = 1, ZL_KV_Q8_0 = 2 } zl_kv_type;
 
 typedef struct zl_seq_opts {
     int n_ctx;           /* <= 0: the model's training context */

@@ -14,7 +14,7 @@
 
 static const char *k_usage =
     "usage: zerolayer perplexity [-m MODEL] (--ids FILE | -f TEXTFILE) [--ctx N] [-b BATCH] [-t THREADS]\n"
-    "                            [--dump-logits OUT] [--kv-type f16|f32] [--exact]\n"
+    "                            [--dump-logits OUT] [--kv-type f16|f32|q8_0] [--exact]\n"
     "                            [--kv-policy full|window|anchor] [--kv-budget N|F]\n"
     "  --ids FILE         whitespace-separated token ids (used as they are, no BOS added)\n"
     "  -f TEXTFILE        UTF-8 text, tokenized with the model's BOS rule\n"
@@ -83,7 +83,8 @@ int cmd_perplexity(int argc, char **argv) {
             const char *t = VAL;
             if (t && !strcmp(t, "f16")) kvt = ZL_KV_F16;
             else if (t && !strcmp(t, "f32")) kvt = ZL_KV_F32;
-            else return cli_fail("--kv-type must be f16 or f32");
+            else if (t && !strcmp(t, "q8_0")) kvt = ZL_KV_Q8_0;
+            else return cli_fail("--kv-type must be f16, f32 or q8_0");
         }
         else return cli_fail("perplexity: unknown option '%s' (see zerolayer perplexity --help)", a);
 #undef VAL

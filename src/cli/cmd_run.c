@@ -12,7 +12,7 @@
 static const char *k_usage =
     "usage: zerolayer run [-m MODEL] [-p PROMPT] [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P]\n"
     "                     [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
-    "                     [--frequency-penalty P] [-t THREADS] [-c CTX] [--ignore-eos] [--kv-type f16|f32]\n"
+    "                     [--frequency-penalty P] [-t THREADS] [-c CTX] [--ignore-eos] [--kv-type f16|f32|q8_0]\n"
     "                     [--no-mmap] [--mlock] [--preheat] [--prefetch-layers N] [--exact]\n"
     "                     [--spec lookup|draft|off] [--ring N] [--draft-model FILE | --draft-layers N]\n"
     "                     [--kv-policy full|window|anchor] [--kv-budget N|F]\n"
@@ -80,7 +80,8 @@ int cmd_run(int argc, char **argv) {
             const char *t = VAL;
             if (t && !strcmp(t, "f16")) kvt = ZL_KV_F16;
             else if (t && !strcmp(t, "f32")) kvt = ZL_KV_F32;
-            else return cli_fail("--kv-type must be f16 or f32");
+            else if (t && !strcmp(t, "q8_0")) kvt = ZL_KV_Q8_0;
+            else return cli_fail("--kv-type must be f16, f32 or q8_0");
         }
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "--exact")) exact = 1;

@@ -104,7 +104,7 @@ int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) 
     s->llm = llm;
     s->pending = -1;
     int rc = zl_kv_new(&s->kv, hp->n_layers, n_ctx, hp->n_kv_heads * hp->head_dim,
-                       o.kv_type == ZL_KV_F32 ? ZL_TYPE_F32 : ZL_TYPE_F16, err);
+                       o.kv_type == ZL_KV_F32 ? ZL_TYPE_F32 : o.kv_type == ZL_KV_Q8_0 ? ZL_TYPE_Q8_0 : ZL_TYPE_F16, err);
     zl_sampler_params sp = {o.sampling.temp, o.sampling.top_k, o.sampling.top_p, o.sampling.min_p,
                             o.sampling.repeat_penalty, o.sampling.repeat_last_n, o.sampling.presence_penalty,
                             o.sampling.frequency_penalty, o.sampling.seed};

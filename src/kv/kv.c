@@ -8,15 +8,18 @@ int zl_kv_new(zl_kv **out, int n_layers, int n_ctx, int kv_dim, zl_type type, zl
     *out = NULL;
     if (n_layers <= 0 || n_ctx <= 0 || kv_dim <= 0)
         return zl_errf(err, ZL_EINVAL, "invalid KV cache shape (%d layers, %d slots, dim %d)", n_layers, n_ctx, kv_dim);
-    if (type != ZL_TYPE_F16 && type != ZL_TYPE_F32)
-        return zl_errf(err, ZL_EUNSUP, "KV cache type must be f16 or f32");
+    if (type != ZL_TYPE_F16 && type != ZL_TYPE_F32 && type != ZL_TYPE_Q8_0)
+        return zl_errf(err, ZL_EUNSUP, "KV cache type must be f16, f32 or q8_0");
+    if (type == ZL_TYPE_Q8_0 && kv_dim % ZL_QK)
+        return zl_errf(err, ZL_EUNSUP, "a q8_0 KV cache needs rows that are a multiple of %d (this model's is %d)", ZL_QK,
+                       kv_dim);
     zl_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return zl_errf(err, ZL_ENOMEM, "out of memory");
     kv->n_layers = n_layers;
     kv->n_ctx = n_ctx;
     kv->kv_dim = kv_dim;
     kv->type = type;
-    kv->row_bytes = (size_t)kv_dim * (type == ZL_TYPE_F16 ? 2 : 4);
+    kv->row_bytes = zl_row_size(type, kv_dim);
     size_t total = (size_t)n_layers * (size_t)n_ctx * kv->row_bytes;
     kv->k = calloc(1, total);
     kv->v = calloc(1, total);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tensor/kernels.h"
 #include "kv.h"
 
 #define DEFAULT_SINKS 4
@@ -50,6 +51,8 @@ int zl_kv_set_policy(zl_kv *kv, const zl_kv_policy *p, const zl_rope *rope, int 
                        zl_kvp_name(q.kind), q.n_sink + 2 * MIN_WINDOW);
     if (q.window <= 0) q.window = q.budget / 4;
     if (q.window < MIN_WINDOW) q.window = MIN_WINDOW;
+    if (kv->type == ZL_TYPE_Q8_0 && head_dim % ZL_QK)
+        return zl_errf(err, ZL_EUNSUP, "a q8_0 KV cache needs a head dimension that is a multiple of %d", ZL_QK);
     if (head_dim <= 0 || kv->kv_dim % head_dim || (rope && rope->dim > head_dim))
         return zl_errf(err, ZL_EINVAL, "invalid head dimension %d for the KV cache", head_dim);
     if (q.kind == ZL_KVP_ANCHOR) {
@@ -92,9 +95,13 @@ static void rerotate(zl_kv *kv, void *row, int delta, float *tmp, const float *c
         for (int i = 0; i < n; i++) tmp[i] = zl_f16_to_f32(r[i]);
         for (int h = 0; h < n / kv->head_dim; h++) zl_rope_apply(&kv->rope, tmp + h * kv->head_dim, cs, sn);
         for (int i = 0; i < n; i++) r[i] = zl_f32_to_f16(tmp[i]);
-    } else {
+    } else if (kv->type == ZL_TYPE_F32) {
         float *r = row;
         for (int h = 0; h < n / kv->head_dim; h++) zl_rope_apply(&kv->rope, r + h * kv->head_dim, cs, sn);
+    } else {
+        zl_dequant_row(kv->type, row, tmp, n);
+        for (int h = 0; h < n / kv->head_dim; h++) zl_rope_apply(&kv->rope, tmp + h * kv->head_dim, cs, sn);
+        zl_quantize_row(kv->type, tmp, row, n);
     }
 }
 

@@ -74,10 +74,12 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
 static void store_row(zl_type t, void *dst, const float *src, int n) {
     if (t == ZL_TYPE_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
-        return;
+    } else if (t == ZL_TYPE_F16) {
+        zl_f16 *d = dst;
+        for (int i = 0; i < n; i++) d[i] = zl_f32_to_f16(src[i]);
+    } else {
+        zl_quantize_row(t, src, dst, n);
     }
-    zl_f16 *d = dst;
-    for (int i = 0; i < n; i++) d[i] = zl_f32_to_f16(src[i]);
 }
 
 typedef struct {
@@ -89,7 +91,7 @@ typedef struct {
     float *out;      /* [n][qd] */
     float *scores;   /* [nth][max_ctx] */
     int max_ctx;
-    zl_attn_kernels kf16, kf32;
+    zl_attn_kernels kf16, kf32, kq8;
 } attn_job;
 
 static void attn_worker(void *ctx, int ith, int nth) {
@@ -103,8 +105,8 @@ static void attn_worker(void *ctx, int ith, int nth) {
     for (long task = b; task < e; task++) {
         int i = (int)(task / hp->n_heads), h = (int)(task % hp->n_heads);
         const zl_kv *kv = j->kv[j->toks[i].seq];
-        const zl_attn_kernels *K = kv->type == ZL_TYPE_F16 ? &j->kf16 : &j->kf32;
-        size_t head_off = (size_t)(h / group) * hd * (kv->type == ZL_TYPE_F16 ? 2 : 4);
+        const zl_attn_kernels *K = kv->type == ZL_TYPE_F16 ? &j->kf16 : kv->type == ZL_TYPE_F32 ? &j->kf32 : &j->kq8;
+        size_t head_off = (size_t)(h / group) * zl_row_size(kv->type, hd);
         int len = j->toks[i].pos + 1;
         const float *q = j->q + (size_t)i * qd + (size_t)h * hd;
         float mx = -INFINITY;
@@ -197,7 +199,8 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
             store_row(kv->type, zl_kv_v(kv, l, toks[i].pos), vi, kvd);
         }
         attn_job aj = {m, kvs, toks, n, l, q, att, scores, max_ctx, zl_attn_kernels_for(ZL_TYPE_F16, zl_cpu_isa()),
-                       zl_attn_kernels_for(ZL_TYPE_F32, zl_cpu_isa())};
+                       zl_attn_kernels_for(ZL_TYPE_F32, zl_cpu_isa()),
+                       zl_attn_kernels_for(ZL_TYPE_Q8_0, zl_cpu_isa())};
         zl_pool_run(pool, attn_worker, &aj);
         matmul(f, &L->wo, att, qd, n, xb, dim, pool);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];

@@ -55,7 +55,34 @@ static void vaxpy_f32(float a, const void *v, float *out, int n) {
     for (; i < n; i++) out[i] += a * r[i];
 }
 
+static float kdot_q8_0(const void *k, const float *q, int n) {
+    const zl_block_q8_0 *b = k;
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n / ZL_QK; i++) {
+        __m256 d = _mm256_set1_ps(zl_f16_to_f32(b[i].d)), bs = _mm256_setzero_ps();
+        for (int j = 0; j < ZL_QK; j += 8) {
+            __m256 kv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + j))));
+            bs = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + i * ZL_QK + j), bs);
+        }
+        acc = _mm256_fmadd_ps(d, bs, acc);
+    }
+    return hsum256(acc);
+}
+
+static void vaxpy_q8_0(float a, const void *v, float *out, int n) {
+    const zl_block_q8_0 *b = v;
+    for (int i = 0; i < n / ZL_QK; i++) {
+        __m256 ad = _mm256_set1_ps(a * zl_f16_to_f32(b[i].d));
+        for (int j = 0; j < ZL_QK; j += 8) {
+            __m256 vv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + j))));
+            float *o = out + i * ZL_QK + j;
+            _mm256_storeu_ps(o, _mm256_fmadd_ps(ad, vv, _mm256_loadu_ps(o)));
+        }
+    }
+}
+
 zl_attn_kernels zl_attn_kernels_avx2(zl_type t) {
     if (t == ZL_TYPE_F16) return (zl_attn_kernels){kdot_f16, vaxpy_f16};
+    if (t == ZL_TYPE_Q8_0) return (zl_attn_kernels){kdot_q8_0, vaxpy_q8_0};
     return (zl_attn_kernels){kdot_f32, vaxpy_f32};
 }

@@ -27,9 +27,30 @@ static void vaxpy_f16(float a, const void *v, float *out, int n) {
     for (int i = 0; i < n; i++) out[i] += a * zl_f16_to_f32(r[i]);
 }
 
+/* Q8_0 rows: blocks of 32 int8 with an f16 scale; n is a multiple of 32. */
+static float kdot_q8_0(const void *k, const float *q, int n) {
+    const zl_block_q8_0 *b = k;
+    float s = 0;
+    for (int i = 0; i < n / ZL_QK; i++) {
+        float bs = 0;
+        for (int j = 0; j < ZL_QK; j++) bs += (float)b[i].qs[j] * q[i * ZL_QK + j];
+        s += bs * zl_f16_to_f32(b[i].d);
+    }
+    return s;
+}
+
+static void vaxpy_q8_0(float a, const void *v, float *out, int n) {
+    const zl_block_q8_0 *b = v;
+    for (int i = 0; i < n / ZL_QK; i++) {
+        float ad = a * zl_f16_to_f32(b[i].d);
+        for (int j = 0; j < ZL_QK; j++) out[i * ZL_QK + j] += ad * (float)b[i].qs[j];
+    }
+}
+
 zl_attn_kernels zl_attn_kernels_ref(zl_type t) {
     zl_attn_kernels k = {kdot_f32, vaxpy_f32};
     if (t == ZL_TYPE_F16) k = (zl_attn_kernels){kdot_f16, vaxpy_f16};
+    if (t == ZL_TYPE_Q8_0) k = (zl_attn_kernels){kdot_q8_0, vaxpy_q8_0};
     return k;
 }
 

@@ -6,6 +6,7 @@
 
 #include "base/cpu.h"
 #include "tensor/attn.h"
+#include "tensor/kernels.h"
 
 static void check_type(zl_type t) {
     int sizes[] = {1, 7, 8, 15, 16, 17, 33, 64, 80, 128, 256};
@@ -23,7 +24,12 @@ static void check_type(zl_type t) {
                 rowh[i] = zl_f32_to_f16(rowf[i]);
                 o1[i] = o2[i] = 0.5f * i;
             }
-            const void *row = t == ZL_TYPE_F16 ? (const void *)rowh : (const void *)rowf;
+            zl_block_q8_0 rowq[8];
+            if (t == ZL_TYPE_Q8_0) {
+                if (n % 32) continue;
+                zl_quantize_row(ZL_TYPE_Q8_0, rowf, rowq, n);
+            }
+            const void *row = t == ZL_TYPE_F16 ? (const void *)rowh : t == ZL_TYPE_Q8_0 ? (const void *)rowq : (const void *)rowf;
             float a = ref.kdot(row, q, n), b = k.kdot(row, q, n);
             cr_assert(fabsf(a - b) <= 1e-4f * (1 + fabsf(a)), "kdot isa %d n %d: %g vs %g", isa, n, a, b);
             ref.vaxpy(0.3f, row, o1, n);
@@ -36,3 +42,4 @@ static void check_type(zl_type t) {
 
 Test(attn, f16_all_isas) { check_type(ZL_TYPE_F16); }
 Test(attn, f32_all_isas) { check_type(ZL_TYPE_F32); }
+Test(attn, q8_0_all_isas) { check_type(ZL_TYPE_Q8_0); }

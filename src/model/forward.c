@@ -16,6 +16,9 @@
 #include "model.h"
 #include "prefetch.h"
 
+/* Below this many multiply-adds an operation is not worth a thread dispatch. */
+#define ZL_PARALLEL_MIN_MACS (1 << 20)
+
 struct zl_fwd {
     float *buf;
     size_t cap;   /* floats in buf */
@@ -51,6 +54,9 @@ static int matmul_exact(zl_fwd *f, const zl_mat *W, const float *x, int64_t ldx,
 static void matmul(zl_fwd *f, const zl_mat *W, const float *x, int64_t ldx, int n, float *y, int64_t ldy,
                    zl_pool *pool) {
     if (f->exact && matmul_exact(f, W, x, ldx, n, y, ldy) == 0) return;
+    /* a dispatch costs microseconds (and far more when the machine is
+     * oversubscribed): small products run on the calling thread */
+    if ((double)W->rows * (double)W->cols * n < ZL_PARALLEL_MIN_MACS) pool = NULL;
     zl_matmul(W, x, ldx, n, y, ldy, pool, &f->work);
 }
 
@@ -201,7 +207,8 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
         attn_job aj = {m, kvs, toks, n, l, q, att, scores, max_ctx, zl_attn_kernels_for(ZL_TYPE_F16, zl_cpu_isa()),
                        zl_attn_kernels_for(ZL_TYPE_F32, zl_cpu_isa()),
                        zl_attn_kernels_for(ZL_TYPE_Q8_0, zl_cpu_isa())};
-        zl_pool_run(pool, attn_worker, &aj);
+        double attn_macs = 2.0 * n * hp->n_heads * (double)max_ctx * hd;
+        zl_pool_run(attn_macs < ZL_PARALLEL_MIN_MACS ? NULL : pool, attn_worker, &aj);
         matmul(f, &L->wo, att, qd, n, xb, dim, pool);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];
 

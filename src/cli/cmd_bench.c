@@ -15,13 +15,15 @@
 
 static const char *k_usage =
     "usage: zerolayer bench [-m MODEL] [-p 128,512] [-n 64] [-t 1,2] [-r 3] [--ctx 0,1024,4096] [--json]\n"
-    "                       [--prefetch-layers N] [--no-mmap] [--preheat]\n"
+    "                       [--prefetch-layers N] [--no-mmap] [--preheat] [--verify-curve]\n"
     "  -p LIST    prompt lengths to time (pp); 0 skips\n"
     "  -n LIST    generated tokens to time (tg); 0 skips\n"
     "  -t LIST    thread counts\n"
     "  -r N       repetitions (mean ± sd reported)\n"
     "  --ctx LIST tokens already in the KV cache before a tg run (tg at depth)\n"
-    "  --json     JSON instead of a markdown table\n";
+    "  --json     JSON instead of a markdown table\n"
+    "  --verify-curve  time of one forward over k tokens / over 1 token, k = 1..16, at depth 128\n"
+    "                  (the cost of verifying k-1 drafted tokens in the verification ring)\n";
 
 #define MAXL 16
 
@@ -75,10 +77,43 @@ static void stats(const double *v, int n, double *mean, double *sd) {
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
 }
 
+/* Forward over k tokens at depth 128, k = 1..16: best of reps, ratio to k = 1. */
+static int verify_curve(const char *model, int threads, int reps) {
+    zl_err err = {0};
+    zl_llm_opts lo = {threads, 0, 0, 0, 0};
+    zl_llm *llm;
+    if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
+    zl_seq_opts so = {256, ZL_KV_F16, zl_sampling_defaults()};
+    zl_seq *seq;
+    if (zl_seq_new(&seq, llm, &so, &err)) { zl_llm_close(llm); return cli_fail("%s", err.msg); }
+    int nv = zl_llm_n_vocab(llm);
+    int32_t ids[160];
+    for (int i = 0; i < 160; i++) ids[i] = 1 + (i * 7919) % (nv - 1);
+    if (zl_seq_eval(seq, ids, 128, 64, NULL, &err)) { zl_seq_free(seq); zl_llm_close(llm); return cli_fail("%s", err.msg); }
+    double t1 = 0;
+    printf("model: %s\n%s, %d threads\n\n| k | ms per forward | ratio to k=1 |\n|---|---|---|\n", model, zl_llm_desc(llm),
+           zl_llm_n_threads(llm));
+    for (int k = 1; k <= 16; k++) {
+        double best = 1e30;
+        for (int r = 0; r < (reps < 3 ? 3 : reps); r++) {
+            zl_seq_truncate(seq, 128);
+            double t = now_s();
+            if (zl_seq_eval(seq, ids + 128, k, k, NULL, &err)) { zl_seq_free(seq); zl_llm_close(llm); return cli_fail("%s", err.msg); }
+            t = now_s() - t;
+            if (t < best) best = t;
+        }
+        if (k == 1) t1 = best;
+        printf("| %d | %.2f | %.2f |\n", k, best * 1e3, best / t1);
+    }
+    zl_seq_free(seq);
+    zl_llm_close(llm);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL;
     long pp[MAXL] = {128}, tg[MAXL] = {64}, th[MAXL] = {2}, depth[MAXL] = {0}, reps = 3;
-    int npp = 1, ntg = 1, nth = 1, ndepth = 1, json = 0, no_mmap = 0, preheat = 0;
+    int npp = 1, ntg = 1, nth = 1, ndepth = 1, json = 0, no_mmap = 0, preheat = 0, curve = 0;
     long prefetch = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -91,6 +126,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--ctx")) { if (parse_list(a, VAL, depth, &ndepth, 0, 1 << 20)) return 1; }
         else if (!strcmp(a, "-r")) { if (cli_int(a, VAL, 1, 1000, &reps)) return 1; }
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--verify-curve")) curve = 1;
         else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
         else if (!strcmp(a, "--preheat")) preheat = 1;
         else if (!strcmp(a, "--prefetch-layers")) { if (cli_int(a, VAL, 0, 1024, &prefetch)) return 1; }
@@ -98,6 +134,7 @@ int cmd_bench(int argc, char **argv) {
 #undef VAL
     }
     if (!model) model = cli_default_model();
+    if (curve) return verify_curve(model, (int)th[0], (int)reps);
     double bw = measure_bandwidth();
     result res[MAXL * MAXL * 4];
     int nres = 0;

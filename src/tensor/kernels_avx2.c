@@ -1,5 +1,337 @@
-/* kernels_avx2.c — placeholder until the SIMD kernels land. */
+/* kernels_avx2.c — AVX2 + FMA + F16C dot products and activation quantisers.
+ *
+ * Compiled with AVX2 flags but only reached through matmul.c's dispatch
+ * after run-time detection.  Integer products use maddubs (u8 x s8 -> s16
+ * pairs) followed by madd (s16 x s16 -> s32), so every kernel keeps its
+ * 16-bit pair sums below 32767: weights enter as small unsigned values
+ * (nibbles, 5- or 6-bit codes) or, for Q8_0, as |w| with the sign moved onto
+ * the activation (|x| <= 127 by construction of our quantisers).  The block
+ * layouts are the same as in kernels_avx512.c; see the notes there. */
 #include "kernels_isa.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#define ZL_INLINE static inline __attribute__((always_inline))
+
+ZL_INLINE float h2f(zl_f16 h) { return _cvtsh_ss(h); }
+
+ZL_INLINE float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+ZL_INLINE int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+ZL_INLINE __m256i pair_sum_s16(__m256i p) { return _mm256_madd_epi16(p, _mm256_set1_epi16(1)); }
+
+/* ---- float weights ---------------------------------------------------- */
+
+static float dot_f32(const void *w, const void *x, int64_t n) {
+    const float *a = w, *b = x;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) sum += a[i] * b[i];
+    return sum;
+}
+
+ZL_INLINE __m256 load_f16x8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+ZL_INLINE __m256 load_bf16x8(const uint16_t *p) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+ZL_INLINE float dot_half(const void *w, const void *x, int64_t n, const int bf) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+#define ZL_HALF(p) (bf ? load_bf16x8(p) : load_f16x8(p))
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(ZL_HALF(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(ZL_HALF(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(ZL_HALF(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(ZL_HALF(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ZL_HALF(a + i), _mm256_loadu_ps(b + i), s0);
+#undef ZL_HALF
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) sum += (bf ? zl_bf16_to_f32(a[i]) : zl_f16_to_f32(a[i])) * b[i];
+    return sum;
+}
+
+static float dot_f16(const void *w, const void *x, int64_t n) { return dot_half(w, x, n, 0); }
+static float dot_bf16(const void *w, const void *x, int64_t n) { return dot_half(w, x, n, 1); }
+
+/* ---- Q8_0 · Q8_0 and Q4_0 · Q8_0 --------------------------------------- */
+
+ZL_INLINE __m256 q8_0_block(const zl_block_q8_0 *a, const zl_block_q8_0 *b) {
+    __m256i wv = _mm256_loadu_si256((const __m256i *)a->qs);
+    __m256i xv = _mm256_loadu_si256((const __m256i *)b->qs);
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+    return _mm256_cvtepi32_ps(pair_sum_s16(p));
+}
+
+static float dot_q8_0(const void *w, const void *x, int64_t n) {
+    const zl_block_q8_0 *a = w, *b = x;
+    const int64_t nb = n / ZL_QK;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        acc0 = _mm256_fmadd_ps(q8_0_block(a + i, b + i), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0);
+        acc1 = _mm256_fmadd_ps(q8_0_block(a + i + 1, b + i + 1), _mm256_set1_ps(h2f(a[i + 1].d) * h2f(b[i + 1].d)),
+                               acc1);
+    }
+    if (i < nb) acc0 = _mm256_fmadd_ps(q8_0_block(a + i, b + i), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0);
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* nibbles as 0..15 against x, minus 8*x, both as s16 pair sums (<= 3810). */
+ZL_INLINE __m256 q4_0_block(const zl_block_q4_0 *a, const zl_block_q8_0 *b) {
+    __m128i q = _mm_loadu_si128((const __m128i *)a->qs);
+    __m256i t = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+    __m256i xv = _mm256_loadu_si256((const __m256i *)b->qs);
+    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(t, xv), _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv));
+    return _mm256_cvtepi32_ps(pair_sum_s16(p));
+}
+
+static float dot_q4_0(const void *w, const void *x, int64_t n) {
+    const zl_block_q4_0 *a = w;
+    const zl_block_q8_0 *b = x;
+    const int64_t nb = n / ZL_QK;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        acc0 = _mm256_fmadd_ps(q4_0_block(a + i, b + i), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0);
+        acc1 = _mm256_fmadd_ps(q4_0_block(a + i + 1, b + i + 1), _mm256_set1_ps(h2f(a[i + 1].d) * h2f(b[i + 1].d)),
+                               acc1);
+    }
+    if (i < nb) acc0 = _mm256_fmadd_ps(q4_0_block(a + i, b + i), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0);
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---- K formats ---------------------------------------------------------- */
+
+ZL_INLINE void kscales_unpack(const uint8_t *s, uint64_t *sc, uint64_t *mn) {
+    uint32_t A, B, C;
+    memcpy(&A, s, 4);
+    memcpy(&B, s + 4, 4);
+    memcpy(&C, s + 8, 4);
+    uint32_t sc_hi = (C & 0x0f0f0f0fu) | ((A >> 2) & 0x30303030u);
+    uint32_t mn_hi = ((C >> 4) & 0x0f0f0f0fu) | ((B >> 2) & 0x30303030u);
+    *sc = (uint64_t)sc_hi << 32 | (A & 0x3f3f3f3fu);
+    *mn = (uint64_t)mn_hi << 32 | (B & 0x3f3f3f3fu);
+}
+
+/* Broadcast 16-bit word k (0..7) of each 128-bit lane to the whole lane. */
+ZL_INLINE __m256i bcast_word(__m256i v, int k) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(((2 * k + 1) << 8) | (2 * k))));
+}
+
+/* Q4_K / Q5_K; pair sums <= 31*127*2 = 7874 fit s16, scaled sums fit s32. */
+ZL_INLINE float dot_k45(const void *w, const void *x, int64_t n, const int hb) {
+    const zl_block_q8_k *b = x;
+    const int64_t nb = n / ZL_QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *scales, *qs, *qh = NULL;
+        zl_f16 dh, dminh;
+        if (hb) {
+            const zl_block_q5_k *a = (const zl_block_q5_k *)w + i;
+            scales = a->scales; qs = a->qs; qh = a->qh; dh = a->d; dminh = a->dmin;
+        } else {
+            const zl_block_q4_k *a = (const zl_block_q4_k *)w + i;
+            scales = a->scales; qs = a->qs; dh = a->d; dminh = a->dmin;
+        }
+        uint64_t sc, mn;
+        kscales_unpack(scales, &sc, &mn);
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        __m256i hv = _mm256_setzero_si256();
+        if (hb) hv = _mm256_loadu_si256((const __m256i *)qh);
+        __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            if (hb) {
+                const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
+                const __m256i sixteen = _mm256_set1_epi8(16);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, b0), b0), sixteen));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, b1), b1), sixteen));
+            }
+            __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(b[i].qs + 64 * c)));
+            __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(b[i].qs + 64 * c + 32)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, bcast_word(sc16, 2 * c)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, bcast_word(sc16, 2 * c + 1)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(b[i].d * h2f(dh)), acc);
+        __m128i mb = _mm_cvtsi64_si128((long long)mn);
+        __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+        __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)b[i].bsums), mdup);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(-b[i].d * h2f(dminh)), accm);
+    }
+    return hsum_ps(_mm256_add_ps(acc, accm));
+}
+
+static float dot_q4_k(const void *w, const void *x, int64_t n) { return dot_k45(w, x, n, 0); }
+static float dot_q5_k(const void *w, const void *x, int64_t n) { return dot_k45(w, x, n, 1); }
+
+/* Scale vector for 32 Q6_K elements: word w of the low lane, word w+1 of the high lane. */
+ZL_INLINE __m256i q6_scale_pair(__m256i s, int w) {
+    const __m256i ctrl = _mm256_set_m128i(_mm_set1_epi16((short)(((2 * w + 3) << 8) | (2 * w + 2))),
+                                          _mm_set1_epi16((short)(((2 * w + 1) << 8) | (2 * w))));
+    return _mm256_shuffle_epi8(s, ctrl);
+}
+
+/* Q6_K: pair sums <= 63*127*2 = 16002 fit s16. */
+static float dot_q6_k(const void *w, const void *x, int64_t n) {
+    const zl_block_q6_k *a = w;
+    const zl_block_q8_k *b = x;
+    const int64_t nb = n / ZL_QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
+        /* scales 0..7 and 8..15 each copied to both 128-bit lanes */
+        const __m256i sA = _mm256_permute2x128_si256(s16, s16, 0x00), sB = _mm256_permute2x128_si256(s16, s16, 0x11);
+        __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i sh = h ? sB : sA;
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(a[i].ql + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(a[i].ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(a[i].qh + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(b[i].qs + 128 * h + 32 * k)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, q6_scale_pair(sh, 2 * k)));
+            }
+        }
+        __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)b[i].bsums), s16);
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(off, 5));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(b[i].d * h2f(a[i].d)), acc);
+    }
+    return hsum_ps(acc);
+}
+
+zl_dot_fn zl_dot_fn_avx2(zl_type t) {
+    switch (t) {
+    case ZL_TYPE_F32: return dot_f32;
+    case ZL_TYPE_F16: return dot_f16;
+    case ZL_TYPE_BF16: return dot_bf16;
+    case ZL_TYPE_Q8_0: return dot_q8_0;
+    case ZL_TYPE_Q4_0: return dot_q4_0;
+    case ZL_TYPE_Q4_K: return dot_q4_k;
+    case ZL_TYPE_Q5_K: return dot_q5_k;
+    case ZL_TYPE_Q6_K: return dot_q6_k;
+    default: return NULL;
+    }
+}
+
+/* ---- activation quantisers (bit-identical to the reference) ------------- */
+
+ZL_INLINE float absmax_n(const float *x, int n8) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < n8; k++) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)));
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 32 floats times id -> 32 int8 at dst; returns the sums of the first and
+ * second 16 in *s0, *s1. */
+ZL_INLINE void quant32(const float *x, __m256 id, int8_t *dst, int *s0, int *s1) {
+    __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), id));
+    __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), id));
+    __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), id));
+    __m256i v3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), id));
+    *s0 = hsum_epi32(_mm256_add_epi32(v0, v1));
+    *s1 = hsum_epi32(_mm256_add_epi32(v2, v3));
+    /* packs work within 128-bit lanes; the permute restores element order */
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)dst, p);
+}
+
+static void quant_q8_0(const float *x, void *dst, int64_t n) {
+    zl_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / ZL_QK; i++) {
+        const float *xb = x + i * ZL_QK;
+        float amax = absmax_n(xb, 4);
+        int s0, s1;
+        quant32(xb, _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f), y[i].qs, &s0, &s1);
+        y[i].d = zl_f32_to_f16(amax / 127.0f);
+    }
+}
+
+static void quant_q8_1(const float *x, void *dst, int64_t n) {
+    zl_block_q8_1 *y = dst;
+    for (int64_t i = 0; i < n / ZL_QK; i++) {
+        const float *xb = x + i * ZL_QK;
+        float amax = absmax_n(xb, 4), d = amax / 127.0f;
+        int s0, s1;
+        quant32(xb, _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f), y[i].qs, &s0, &s1);
+        y[i].d = zl_f32_to_f16(d);
+        y[i].s = zl_f32_to_f16(d * (float)(s0 + s1));
+    }
+}
+
+static void quant_q8_k(const float *x, void *dst, int64_t n) {
+    zl_block_q8_k *y = dst;
+    for (int64_t i = 0; i < n / ZL_QK_K; i++) {
+        const float *xb = x + i * ZL_QK_K;
+        float amax = absmax_n(xb, 32);
+        __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        y[i].d = amax / 127.0f;
+        for (int g = 0; g < 8; g++) {
+            int s0, s1;
+            quant32(xb + 32 * g, id, y[i].qs + 32 * g, &s0, &s1);
+            y[i].bsums[2 * g] = (int16_t)s0;
+            y[i].bsums[2 * g + 1] = (int16_t)s1;
+        }
+    }
+}
+
+zl_quant_fn zl_quant_fn_avx2(zl_type partner) {
+    switch (partner) {
+    case ZL_TYPE_Q8_0: return quant_q8_0;
+    case ZL_TYPE_Q8_1: return quant_q8_1;
+    case ZL_TYPE_Q8_K: return quant_q8_k;
+    default: return NULL;
+    }
+}
+
+#else /* not x86 */
 
 zl_dot_fn zl_dot_fn_avx2(zl_type t) { (void)t; return NULL; }
 zl_quant_fn zl_quant_fn_avx2(zl_type partner) { (void)partner; return NULL; }
+
+#endif

@@ -1,0 +1,89 @@
+/* kernels_bench.c — single-matrix zl_matmul throughput (weight GB/s).
+ *
+ * Times n_tok=1 (decode) and a small batch for each weight type on a
+ * rows x cols matrix, twice: "hot", the same matrix again and again (it sits
+ * in the last-level cache), and "stream", cycling through enough copies to
+ * exceed the caches, which is what decode of a real model sees.
+ *
+ *   cmake --build build --target zerolayer
+ *   cc -O2 -std=c11 -D_GNU_SOURCE -Isrc bench/kernels_bench.c build/libzerolayer.a -lpthread -lm -o /tmp/kbench
+ *   /tmp/kbench [rows cols threads stream_MiB]       (default 5632 2048 1 1024)
+ *
+ * ZL_ISA=scalar|avx2|avx512 caps the kernel level. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/cpu.h"
+#include "base/pool.h"
+#include "tensor/kernels.h"
+
+/* With one thread, CPU time of the calling thread: the numbers then hold up
+ * on a shared machine where wall time would count other people's work. */
+static clockid_t g_clock = CLOCK_MONOTONIC;
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(g_clock, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Seconds per call, best of a few rounds, each round >= ~0.2 s. */
+static double time_matmul(zl_mat *W, const uint8_t *base, int copies, const float *x, int n_tok, float *y,
+                          zl_pool *pool, zl_work *work) {
+    double best = 1e30;
+    int iters = 1;
+    for (int round = 0; round < 6; round++) {
+        double t0 = now_s();
+        for (int it = 0; it < iters; it++) {
+            W->data = base + (size_t)(it % copies) * W->row_bytes * (size_t)W->rows;
+            zl_matmul(W, x, W->cols, n_tok, y, W->rows, pool, work);
+        }
+        double dt = (now_s() - t0) / iters;
+        if (dt < best) best = dt;
+        if (dt * iters < 0.2) iters = (int)(0.25 / dt) + 1;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    int64_t rows = argc > 1 ? atoll(argv[1]) : 5632, cols = argc > 2 ? atoll(argv[2]) : 2048;
+    int threads = argc > 3 ? atoi(argv[3]) : 1;
+    size_t stream_bytes = (size_t)(argc > 4 ? atoll(argv[4]) : 1024) << 20;
+    const zl_type types[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0, ZL_TYPE_Q4_K, ZL_TYPE_Q5_K, ZL_TYPE_Q6_K, ZL_TYPE_F16};
+    zl_pool *pool = threads > 1 ? zl_pool_new(threads) : NULL;
+    if (threads <= 1) g_clock = CLOCK_THREAD_CPUTIME_ID;
+    zl_work work = {0};
+    float *x = malloc(sizeof(float) * (size_t)cols * 8), *y = malloc(sizeof(float) * (size_t)rows * 8);
+    float *row = malloc(sizeof(float) * (size_t)cols);
+    srand(1);
+    for (int64_t i = 0; i < cols * 8; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
+    printf("matrix %ld x %ld, %d thread(s), isa %s, %s time\n", (long)rows, (long)cols, threads,
+           zl_isa_name(zl_cpu_isa()), threads <= 1 ? "thread CPU" : "wall");
+    printf("%-5s %9s %12s %12s %14s\n", "type", "MiB", "hot GB/s", "stream GB/s", "8-tok GB/s(h)");
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        zl_mat W = {types[ti], rows, cols, NULL, zl_row_size(types[ti], cols)};
+        size_t mat_bytes = W.row_bytes * (size_t)rows;
+        int copies = (int)(stream_bytes / mat_bytes);
+        if (copies < 2) copies = 2;
+        uint8_t *base = malloc(mat_bytes * (size_t)copies);
+        if (!base) return 1;
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t c = 0; c < cols; c++) row[c] = (float)rand() / RAND_MAX - 0.5f;
+            zl_quantize_row(types[ti], row, base + (size_t)r * W.row_bytes, cols);
+        }
+        for (int k = 1; k < copies; k++) memcpy(base + (size_t)k * mat_bytes, base, mat_bytes);
+        double hot = time_matmul(&W, base, 1, x, 1, y, pool, &work);
+        double stream = time_matmul(&W, base, copies, x, 1, y, pool, &work);
+        double batch = time_matmul(&W, base, 1, x, 8, y, pool, &work);
+        printf("%-5s %9.2f %12.1f %12.1f %14.1f\n", zl_type_traits_of(types[ti])->name, mat_bytes / 1048576.0,
+               mat_bytes / hot / 1e9, mat_bytes / stream / 1e9, mat_bytes / batch / 1e9);
+        free(base);
+    }
+    zl_work_free(&work);
+    zl_pool_free(pool);
+    free(x);
+    free(y);
+    free(row);
+    return 0;
+}

@@ -175,8 +175,10 @@ static int parse_tensor_info(cursor *c, zl_gguf_tensor *t, uint64_t idx) {
     if (t->ne[0] % tr->blck)
         return zl_errf(c->err, ZL_EFORMAT, "tensor %s: row length %lld is not a multiple of the %s block size %d",
                        tname, (long long)t->ne[0], tr->name, tr->blck);
-    uint64_t rows = (uint64_t)(nel / t->ne[0]);
-    uint64_t row_bytes = (uint64_t)(t->ne[0] / tr->blck) * (uint64_t)tr->size;
+    uint64_t rows = (uint64_t)(nel / t->ne[0]), blocks = (uint64_t)(t->ne[0] / tr->blck);
+    if (blocks > UINT64_MAX / (uint64_t)tr->size)
+        return zl_errf(c->err, ZL_EFORMAT, "tensor %s is too large (row of %lld elements)", tname, (long long)t->ne[0]);
+    uint64_t row_bytes = blocks * (uint64_t)tr->size;
     if (rows && row_bytes > UINT64_MAX / rows)
         return zl_errf(c->err, ZL_EFORMAT, "tensor %s is too large", tname);
     t->nbytes = rows * row_bytes;

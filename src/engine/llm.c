@@ -221,6 +221,7 @@ int zl_seq_eval_anchored(zl_seq *s, const int32_t *ids, const uint8_t *anchor, i
         float *dst = all_logits ? all_logits + (size_t)p * nv : s->logits;
         rc = zl_forward(m, &s->kv, toks, cnt, dst, s->fwd, s->llm->pool, err);
         if (rc) break;
+        zl_kv_note_written(s->kv, base, cnt);
         if (anchor)
             for (int i = 0; i < cnt; i++)
                 if (anchor[p + i]) zl_kv_mark_anchor(s->kv, base + i, 1);
@@ -310,6 +311,7 @@ int zl_llm_eval_batch(zl_llm *llm, const zl_batch_item *items, int n_items, zl_e
             toks[t] = (zl_batch_tok){items[i].ids[j], kvs[i]->n_used + j, i, j == items[i].n - 1};
     }
     if (!rc) rc = zl_forward(m, kvs, toks, total, logits, llm->batch_fwd, llm->pool, err);
+    for (int i = 0, t = 0; !rc && i < n_items; t += items[i].n, i++) zl_kv_note_written(kvs[i], toks[t].pos, items[i].n);
     for (int i = 0; !rc && i < n_items; i++) {
         zl_seq *s = items[i].seq;
         memcpy(s->logits, logits + (size_t)i * nv, (size_t)nv * sizeof(float));

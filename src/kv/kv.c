@@ -38,6 +38,7 @@ void zl_kv_free(zl_kv *kv) {
     free(kv->v);
     free(kv->score_part);
     free(kv->anchor);
+    free(kv->birth);
     free(kv);
 }
 
@@ -52,6 +53,7 @@ void zl_kv_truncate(zl_kv *kv, int n) {
     for (int t = 0; t < kv->score_nth; t++)
         memset(kv->score_part + (size_t)t * kv->n_ctx + n, 0, (size_t)(kv->n_used - n) * sizeof(float));
     if (kv->anchor) memset(kv->anchor + n, 0, (size_t)(kv->n_used - n));
+    if (kv->birth) memset(kv->birth + n, 0, (size_t)(kv->n_used - n) * sizeof *kv->birth);
     kv->n_used = n;
 }
 

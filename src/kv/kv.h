@@ -37,6 +37,8 @@ typedef struct zl_kv {
     float *score_part; /* [score_nth][n_ctx] attention received, per forward thread */
     int score_nth;
     uint8_t *anchor;   /* [n_ctx] 1 = never evicted */
+    int64_t *birth;    /* [n_ctx] value of `queries` when the slot was written */
+    int64_t queries;   /* tokens processed so far (each one attends to the cache once) */
     uint64_t evicted;  /* tokens evicted so far */
 } zl_kv;
 
@@ -62,6 +64,8 @@ int zl_kv_budget(const zl_kv *kv);
  * fit).  Kept entries are compacted to the front and their keys re-rotated
  * to their new slots, so slot index == RoPE position always holds. */
 int zl_kv_make_room(zl_kv *kv, int n_new, zl_err *err);
+/* Record that slots [slot, slot+n) were just written by the n newest tokens. */
+void zl_kv_note_written(zl_kv *kv, int slot, int n);
 /* Mark slots [slot, slot+n) as anchors (kept under the anchor policy). */
 void zl_kv_mark_anchor(zl_kv *kv, int slot, int n);
 int zl_kv_n_anchor(const zl_kv *kv);

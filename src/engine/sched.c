@@ -309,10 +309,6 @@ static void sched_step(zl_sched *s, zl_batch_item *items, zl_job **owners, int *
         else if (zl_seq_n_past(j->seq) >= zl_seq_n_ctx(j->seq)) job_finish(s, j, ZL_FINISH_CTX);
     }
     s->steps++;
-    long long used = 0;
-    for (int i = 0; i < s->o.n_parallel; i++)
-        if (s->running[i] && s->running[i]->seq) used += zl_seq_n_past(s->running[i]->seq);
-    s->kv_used = used;
     pthread_mutex_unlock(&s->mu);
     free(outs);
     free(has);
@@ -334,28 +330,19 @@ static void *sched_main(void *arg) {
         int n_adm = 0;
         sched_admit(s, admitted, &n_adm);
         int n_dead = sched_reap(s, dead);
-        if (n_dead) {
-            pthread_cond_broadcast(&s->out_cv);
-            pthread_mutex_unlock(&s->mu);
-            for (int i = 0; i < n_dead; i++) {
-                /* free the KV now: a finished job may be read for a while */
-                zl_seq_free(dead[i]->seq);
-                dead[i]->seq = NULL;
-                job_unref(dead[i]);
-            }
-            pthread_mutex_lock(&s->mu);
-            long long used = 0;
-            for (int i = 0; i < np; i++)
-                if (s->running[i] && s->running[i]->seq) used += zl_seq_n_past(s->running[i]->seq);
-            s->kv_used = used;
-            continue;
-        }
-        if (s->stop && !s->n_running) break;
-        if (!s->n_running && !n_adm) {
+        if (s->stop && !s->n_running && !n_dead) break;
+        if (!s->n_running && !n_adm && !n_dead) {
             pthread_cond_wait(&s->work_cv, &s->mu);
             continue;
         }
+        if (n_dead) pthread_cond_broadcast(&s->out_cv);
         pthread_mutex_unlock(&s->mu);
+        /* free the KV now: a finished job may still be read for a while */
+        for (int i = 0; i < n_dead; i++) {
+            zl_seq_free(dead[i]->seq);
+            dead[i]->seq = NULL;
+            job_unref(dead[i]);
+        }
         for (int i = 0; i < n_adm; i++) {
             zl_job *j = admitted[i];
             double t0 = zl_now_ms();
@@ -373,8 +360,12 @@ static void *sched_main(void *arg) {
         }
         int n_need = 0;
         sched_step(s, items, owners, &n_need);
-        if (s->o.debug_step_ms > 0) usleep((useconds_t)s->o.debug_step_ms * 1000);
+        if (n_need && s->o.debug_step_ms > 0) usleep((useconds_t)s->o.debug_step_ms * 1000);
         pthread_mutex_lock(&s->mu);
+        long long used = 0;
+        for (int i = 0; i < np; i++)
+            if (s->running[i] && s->running[i]->seq) used += zl_seq_n_past(s->running[i]->seq);
+        s->kv_used = used;
         pthread_cond_broadcast(&s->out_cv);
         if (s->stop) {
             for (int i = 0; i < np; i++)

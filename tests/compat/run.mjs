@@ -412,7 +412,20 @@ try {
     assert.equal((await fetch(C.url + '/health')).status, 200);
   });
 } finally {
-  for (const s of servers) { s.stopping = true; s.kill('SIGTERM'); }
+  // a clean shutdown: exit status 0 and no sanitizer report in the log
+  await Promise.all([A, B, C].map((s) => new Promise((resolve) => {
+    s.proc.stopping = true;
+    const timer = setTimeout(() => { s.proc.kill('SIGKILL'); }, 20000);
+    s.proc.on('exit', (code, sig) => {
+      clearTimeout(timer);
+      if (code !== 0 || /AddressSanitizer|LeakSanitizer|runtime error/.test(s.log())) {
+        failed++;
+        console.log(`FAIL server ${s.url} shutdown: exit ${code ?? sig}\n${s.log()}`);
+      }
+      resolve();
+    });
+    s.proc.kill('SIGTERM');
+  })));
 }
 console.log(`\n${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

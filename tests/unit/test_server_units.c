@@ -1,0 +1,252 @@
+/* test_server_units.c — server pieces that need no socket: chat templates,
+ * request-body validation (field names in errors, invalid UTF-8 located),
+ * the stop-sequence hold-back of gen.c driven through a real scheduler on
+ * stories260K, the metrics text format, and batching invariance at the
+ * scheduler level (16 concurrent greedy jobs = each alone). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sched.h"
+#include "server/chat_template.h"
+#include "server/gen.h"
+#include "server/jsonv.h"
+#include "server/metrics.h"
+#include "zerolayer.h"
+
+#define MODEL ZL_ROOT "/models/stories260K.gguf"
+
+Test(chat_template, detect_families) {
+    int known;
+    cr_expect_eq(zl_tpl_detect("{% for m in messages %}<|im_start|>{{m.role}}", &known), ZL_TPL_CHATML);
+    cr_expect_eq(zl_tpl_detect("<|start_header_id|>", &known), ZL_TPL_LLAMA3);
+    cr_expect_eq(zl_tpl_detect("[INST] <<SYS>>", &known), ZL_TPL_LLAMA2);
+    cr_expect_eq(zl_tpl_detect("[INST] {{ m }} [/INST]", &known), ZL_TPL_MISTRAL);
+    cr_expect_eq(zl_tpl_detect("<|user|> ... <|end|> <|assistant|>", &known), ZL_TPL_PHI3);
+    cr_expect_eq(zl_tpl_detect("<start_of_turn>", &known), ZL_TPL_GEMMA);
+    cr_expect_eq(zl_tpl_detect("<|user|>\n{{ eos_token }}", &known), ZL_TPL_ZEPHYR);
+    cr_expect_eq(zl_tpl_detect(NULL, &known), ZL_TPL_PLAIN);
+    cr_expect_eq(known, 1);
+    cr_expect_eq(zl_tpl_detect("{{ something else }}", &known), ZL_TPL_PLAIN);
+    cr_expect_eq(known, 0);
+    cr_expect_eq(zl_tpl_from_name("qwen"), ZL_TPL_CHATML);
+    cr_expect_eq(zl_tpl_from_name("nope"), -1);
+}
+
+Test(chat_template, renders) {
+    zl_chat_msg m[] = {{"system", "S"}, {"user", "U1"}, {"assistant", "A1"}, {"user", "U2"}};
+    struct { zl_tpl t; const char *want; } cases[] = {
+        {ZL_TPL_CHATML, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1"
+                        "<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n"},
+        {ZL_TPL_LLAMA3, "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user"
+                        "<|end_header_id|>\n\nU1<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nA1<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\nU2<|eot_id|><|start_header_id|>assistant"
+                        "<|end_header_id|>\n\n"},
+        {ZL_TPL_LLAMA2, "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST] A1 </s><s>[INST] U2 [/INST]"},
+        {ZL_TPL_MISTRAL, "[INST] S\n\nU1 [/INST]A1</s>[INST] U2 [/INST]"},
+        {ZL_TPL_GEMMA, "<start_of_turn>user\nS\n\nU1<end_of_turn>\n<start_of_turn>model\nA1<end_of_turn>\n"
+                       "<start_of_turn>user\nU2<end_of_turn>\n<start_of_turn>model\n"},
+        {ZL_TPL_PHI3, "<|system|>\nS<|end|>\n<|user|>\nU1<|end|>\n<|assistant|>\nA1<|end|>\n<|user|>\nU2<|end|>\n"
+                      "<|assistant|>\n"},
+        {ZL_TPL_ZEPHYR, "<|system|>\nS</s>\n<|user|>\nU1</s>\n<|assistant|>\nA1</s>\n<|user|>\nU2</s>\n<|assistant|>\n"},
+        {ZL_TPL_PLAIN, "S\n\nUser: U1\nAssistant: A1\nUser: U2\nAssistant:"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *s = zl_tpl_render(cases[i].t, m, 4);
+        cr_expect_str_eq(s, cases[i].want, "%s", zl_tpl_name(cases[i].t));
+        free(s);
+    }
+    /* a trailing assistant message is continued, not closed */
+    zl_chat_msg pre[] = {{"user", "Hi"}, {"assistant", "Once"}};
+    char *s = zl_tpl_render(ZL_TPL_CHATML, pre, 2);
+    cr_expect_str_eq(s, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nOnce");
+    free(s);
+}
+
+Test(jsonv, errors_name_the_field) {
+    zl_verr e = {{0}, {0}};
+    cr_expect_null(zl_json_parse_body("{\"a\":", 5, &e));
+    cr_expect(strstr(e.msg, "invalid JSON") != NULL);
+    cr_expect_null(zl_json_parse_body("[1]", 3, &e));
+    cr_expect(strstr(e.msg, "JSON object") != NULL);
+    const char bad[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\xff\"}]}";
+    cr_expect_null(zl_json_parse_body(bad, sizeof bad - 1, &e));
+    cr_expect_str_eq(e.param, "messages[0].content");
+    json_t *j = zl_json_parse_body("{\"n\":\"x\",\"t\":3,\"s\":1}", 21, &e);
+    cr_assert_not_null(j);
+    long long v;
+    double d;
+    const char *str;
+    cr_expect_eq(zl_jv_int(j, "n", "", 0, 0, 10, &v, &e), -1);
+    cr_expect_str_eq(e.param, "n");
+    cr_expect_eq(zl_jv_num(j, "t", "", 0, 2, &d, &e), -1);
+    cr_expect(strstr(e.msg, "out of range") != NULL);
+    cr_expect_eq(zl_jv_str(j, "missing", "messages[1]", 1, &str, &e), -1);
+    cr_expect_str_eq(e.param, "messages[1].missing");
+    cr_expect_eq(zl_jv_str(j, "s", "", 0, &str, &e), -1);
+    json_decref(j);
+    json_t *l = zl_json_lossy_string("a\xc3", 2);
+    cr_expect_str_eq(json_string_value(l), "a\xEF\xBF\xBD");
+    json_decref(l);
+}
+
+static zl_llm *g_llm;
+static zl_sched *g_sched;
+
+static void setup(void) {
+    zl_llm_opts lo = {.n_threads = 1};
+    cr_assert_eq(zl_llm_open(&g_llm, MODEL, &lo, NULL), 0);
+    zl_sched_opts so = {.n_parallel = 16, .max_queue = 64, .n_ctx = 256, .step_tokens = 64};
+    cr_assert_eq(zl_sched_new(&g_sched, g_llm, &so, NULL), 0);
+}
+static void teardown(void) {
+    zl_sched_free(g_sched);
+    zl_llm_close(g_llm);
+}
+
+static char *run_text(const char *prompt, int max_tokens, const char **stops, int n_stops, int *end, int *n_tok) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    cr_assert_eq(zl_llm_tokenize(g_llm, prompt, strlen(prompt), 1, 0, &ids, &n, NULL), 0);
+    zl_gen_params p = {.sampling = {.temp = 0, .top_p = 1, .repeat_penalty = 1}, .max_tokens = max_tokens,
+                       .n_logprobs = -1, .stops = stops, .n_stops = n_stops};
+    int busy, ni = (int)n;
+    zl_gen *g = zl_gen_start(g_sched, &ids, &ni, 1, &p, zl_now_ms(), &busy);
+    cr_assert_not_null(g);
+    while (!zl_gen_poll(g, 50)) {}
+    char *out = strndup(g->ch[0].text.p ? g->ch[0].text.p : "", g->ch[0].text.n);
+    if (end) *end = g->ch[0].end;
+    if (n_tok) *n_tok = g->ch[0].n_tokens;
+    zl_gen_free(g);
+    free(ids);
+    return out;
+}
+
+Test(gen, stop_sequences_are_held_back_and_cut, .init = setup, .fini = teardown) {
+    int end;
+    char *full = run_text("Once upon a time", 40, NULL, 0, &end, NULL);
+    cr_expect_eq(end, ZL_GEN_LENGTH);
+    const char *at = strstr(full, " little");
+    cr_assert_not_null(at, "%s", full);
+    const char *stops[] = {"zzz", " little"};
+    int n_tok;
+    char *cut = run_text("Once upon a time", 40, stops, 2, &end, &n_tok);
+    cr_expect_eq(end, ZL_GEN_STOP);
+    cr_expect_eq(strlen(cut), (size_t)(at - full));
+    cr_expect_eq(strncmp(cut, full, strlen(cut)), 0);
+    cr_expect(n_tok < 40);
+    /* a stop that spans several tokens */
+    char span[16];
+    snprintf(span, sizeof span, "%.7s", at + 3);
+    const char *s2[] = {span};
+    char *cut2 = run_text("Once upon a time", 40, s2, 1, &end, NULL);
+    cr_expect_eq(end, ZL_GEN_STOP);
+    cr_expect_eq(strlen(cut2), (size_t)(at + 3 - full));
+    free(full);
+    free(cut);
+    free(cut2);
+}
+
+Test(sched, sixteen_concurrent_greedy_equal_alone, .init = setup, .fini = teardown) {
+    const char *prompts[16] = {"Once upon a time", "The little dog", "Lily wanted", "One day, Tom", "The sun was",
+                               "A big red ball", "Mom said", "The bird flew", "Sam and Sue", "In the park",
+                               "The cat was sad", "Ben had a toy", "It was a cold day", "The fish", "Anna liked to",
+                               "The tree"};
+    int32_t alone[16][40], together[16][40];
+    zl_sampling greedy = {.temp = 0, .top_p = 1, .repeat_penalty = 1};
+    zl_job *jobs[16];
+    int32_t *ids[16];
+    int n[16];
+    for (int i = 0; i < 16; i++) {
+        size_t nn;
+        cr_assert_eq(zl_llm_tokenize(g_llm, prompts[i], strlen(prompts[i]), 1, 0, &ids[i], &nn, NULL), 0);
+        n[i] = (int)nn;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < 16; i++) {
+            jobs[i] = zl_job_new(ids[i], n[i], &greedy, 40, -1);
+            cr_assert_eq(zl_sched_submit(g_sched, jobs[i]), 0);
+            if (pass == 0) { /* alone: wait for each before the next */
+                zl_finish f = ZL_FINISH_NONE;
+                zl_job_tok t[40];
+                int got = 0;
+                while (!f) {
+                    got += zl_job_read(g_sched, jobs[i], got, t + got, 40 - got, &f);
+                    if (!f) zl_sched_wait(g_sched, 20);
+                }
+                cr_assert_eq(got, 40);
+                for (int k = 0; k < 40; k++) alone[i][k] = t[k].id;
+                zl_job_release(jobs[i]);
+            }
+        }
+        if (pass == 1) {
+            for (int i = 0; i < 16; i++) {
+                zl_finish f = ZL_FINISH_NONE;
+                zl_job_tok t[40];
+                int got = 0;
+                while (!f) {
+                    got += zl_job_read(g_sched, jobs[i], got, t + got, 40 - got, &f);
+                    if (!f) zl_sched_wait(g_sched, 20);
+                }
+                cr_assert_eq(got, 40);
+                for (int k = 0; k < 40; k++) together[i][k] = t[k].id;
+                zl_job_release(jobs[i]);
+            }
+        }
+    }
+    for (int i = 0; i < 16; i++) {
+        cr_expect_arr_eq(alone[i], together[i], sizeof alone[i], "prompt %d differs when batched", i);
+        free(ids[i]);
+    }
+}
+
+Test(sched, queue_bound_and_cancel, .init = setup, .fini = teardown) {
+    zl_sampling greedy = {.temp = 0, .top_p = 1, .repeat_penalty = 1};
+    int32_t p[] = {1, 2, 3};
+    zl_job *j = zl_job_new(p, 3, &greedy, 0, -1);
+    cr_assert_eq(zl_sched_submit(g_sched, j), 0);
+    zl_job_cancel(j);
+    zl_finish f = ZL_FINISH_NONE;
+    zl_job_tok t[256];
+    int got = 0;
+    for (int i = 0; i < 500 && !f; i++) {
+        got += zl_job_read(g_sched, j, got, t, 256, &f);
+        if (!f) zl_sched_wait(g_sched, 20);
+        got = 0;
+    }
+    cr_expect_eq(f, ZL_FINISH_CANCEL);
+    zl_job_release(j);
+    zl_sched_stats st;
+    for (int i = 0; i < 100; i++) {
+        zl_sched_get_stats(g_sched, &st);
+        if (!st.running) break;
+        zl_sched_wait(g_sched, 10);
+    }
+    cr_expect_eq(st.running, 0);
+    cr_expect_eq(st.kv_used, 0);
+}
+
+Test(metrics, exposition_format) {
+    zl_metrics_request("/v1/messages", 200, 0.3);
+    zl_metrics_ttft(0.01);
+    zl_metrics_batch(3);
+    zl_buf b = {0};
+    zl_metrics_render(&b, NULL);
+    cr_assert_not_null(b.p);
+    cr_expect(strstr(b.p, "# TYPE zerolayer_requests_total counter\n"));
+    cr_expect(strstr(b.p, "zerolayer_requests_total{route=\"/v1/messages\",status=\"200\"} 1\n"));
+    cr_expect(strstr(b.p, "zerolayer_request_duration_seconds_bucket{le=\"0.5\"} 1\n"));
+    cr_expect(strstr(b.p, "zerolayer_request_duration_seconds_bucket{le=\"+Inf\"} 1\n"));
+    cr_expect(strstr(b.p, "zerolayer_batch_size_bucket{le=\"4\"} 1\n"));
+    cr_expect(strstr(b.p, "# TYPE zerolayer_kv_usage_ratio gauge\n"));
+    /* every line is a comment or "name[{labels}] value" */
+    for (char *line = strtok(b.p, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        char *sp = strrchr(line, ' ');
+        cr_assert_not_null(sp, "%s", line);
+        char *end;
+        strtod(sp + 1, &end);
+        cr_expect(*end == 0 || !strcmp(sp + 1, "+Inf"), "%s", line);
+    }
+    zl_buf_free(&b);
+}

@@ -1,12 +1,314 @@
-/* batches.c — Anthropic Message Batches (placeholder). */
-#include "http.h"
+/* batches.c — Anthropic Message Batches, kept in memory.
+ *
+ * Each batch gets a worker thread that feeds its requests to the scheduler
+ * as fast as the queue accepts them, so they run concurrently with each
+ * other and with live traffic (continuous batching does the rest), and
+ * collects one result per request.  Results are served as JSONL once the
+ * batch has ended.  Batches live until the server exits. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "anthropic.h"
+
+typedef struct batch {
+    char id[64];
+    long long created, ended, cancel_at;
+    int n;
+    char **custom_ids;
+    json_t **params;  /* owned references */
+    json_t **results; /* NULL until known */
+    int succeeded, errored, canceled;
+    int ended_flag;
+    atomic_int cancel;
+    pthread_t thread;
+    zl_srv *srv;
+    struct batch *next;
+} batch;
+
+struct zl_batches {
+    pthread_mutex_t mu;
+    batch *head;
+};
+
+static struct zl_batches *batches_of(zl_srv *srv) {
+    static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&init_mu);
+    if (!srv->batches && (srv->batches = calloc(1, sizeof *srv->batches)))
+        pthread_mutex_init(&srv->batches->mu, NULL);
+    pthread_mutex_unlock(&init_mu);
+    return srv->batches;
+}
+
+static json_t *iso_time(long long t) {
+    if (!t) return json_null();
+    char buf[32];
+    time_t tt = (time_t)t;
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", gmtime(&tt));
+    return json_string(buf);
+}
+
+static json_t *err_result(const char *type, const char *msg) {
+    return json_pack("{s:s, s:{s:s, s:{s:s, s:s}}}", "type", "errored", "error", "type", "error", "error", "type", type,
+                     "message", msg);
+}
+
+/* Under the batches mutex. */
+static void set_result(batch *b, int i, json_t *res) {
+    const char *t = json_string_value(json_object_get(res, "type"));
+    if (!strcmp(t, "succeeded")) b->succeeded++;
+    else if (!strcmp(t, "canceled")) b->canceled++;
+    else b->errored++;
+    b->results[i] = res;
+}
+
+static void *batch_main(void *arg) {
+    batch *b = arg;
+    zl_srv *srv = b->srv;
+    struct zl_batches *bs = srv->batches;
+    zl_gen **gens = calloc((size_t)b->n, sizeof *gens);
+    zl_ant_req *reqs = calloc((size_t)b->n, sizeof *reqs);
+    int next = 0, in_flight = 0, done = 0;
+    while (gens && reqs && done < b->n) {
+        int cancel = atomic_load(&b->cancel);
+        /* start what the queue takes */
+        while (!cancel && next < b->n) {
+            zl_verr e = {{0}, {0}};
+            zl_ant_req *q = &reqs[next];
+            if (zl_ant_parse(srv, b->params[next], 0, q, &e) < 0 || zl_ant_tokens(srv, q, &e) < 0) {
+                pthread_mutex_lock(&bs->mu);
+                set_result(b, next, err_result("invalid_request_error", e.msg));
+                pthread_mutex_unlock(&bs->mu);
+                zl_ant_free(q);
+                next++;
+                done++;
+                continue;
+            }
+            int busy = 0;
+            int32_t *pp = q->ids;
+            gens[next] = zl_gen_start(srv->sched, &pp, &q->n_ids, 1, &q->gp, zl_now_ms(), &busy);
+            if (!gens[next]) {
+                zl_ant_free(q);
+                if (busy) break; /* queue full: try again after some finish */
+                pthread_mutex_lock(&bs->mu);
+                set_result(b, next, err_result("api_error", "out of memory"));
+                pthread_mutex_unlock(&bs->mu);
+                done++;
+            } else {
+                in_flight++;
+            }
+            next++;
+        }
+        if (cancel) {
+            pthread_mutex_lock(&bs->mu);
+            for (; next < b->n; next++, done++) set_result(b, next, json_pack("{s:s}", "type", "canceled"));
+            pthread_mutex_unlock(&bs->mu);
+        }
+        if (!in_flight) {
+            if (done < b->n) zl_sched_wait(srv->sched, 25);
+            continue;
+        }
+        for (int i = 0; i < next; i++) {
+            zl_gen *g = gens[i];
+            if (!g) continue;
+            if (cancel) zl_gen_cancel(g);
+            if (!zl_gen_poll(g, 0)) continue;
+            json_t *res;
+            if (g->ch[0].end == ZL_GEN_CANCEL && cancel) res = json_pack("{s:s}", "type", "canceled");
+            else if (g->ch[0].end == ZL_GEN_ERROR || g->ch[0].end == ZL_GEN_CANCEL)
+                res = err_result("api_error", "generation failed");
+            else {
+                char id[64];
+                zl_rand_id(id, sizeof id, "msg_");
+                zl_gen_timing t;
+                zl_gen_timing_get(g, &t);
+                res = json_pack("{s:s, s:o}", "type", "succeeded", "message", zl_ant_message_json(&reqs[i], g, id, &t));
+            }
+            pthread_mutex_lock(&bs->mu);
+            set_result(b, i, res);
+            pthread_mutex_unlock(&bs->mu);
+            zl_gen_free(g);
+            zl_ant_free(&reqs[i]);
+            gens[i] = NULL;
+            in_flight--;
+            done++;
+        }
+        zl_sched_wait(srv->sched, 25);
+    }
+    pthread_mutex_lock(&bs->mu);
+    for (int i = 0; i < b->n; i++)
+        if (!b->results[i]) set_result(b, i, err_result("api_error", "out of memory"));
+    b->ended = (long long)time(NULL);
+    b->ended_flag = 1;
+    pthread_mutex_unlock(&bs->mu);
+    free(gens);
+    free(reqs);
+    return NULL;
+}
+
+/* Under the mutex. */
+static json_t *batch_json(zl_req *r, const batch *b) {
+    int processing = b->n - b->succeeded - b->errored - b->canceled;
+    json_t *url = json_null();
+    if (b->ended_flag) {
+        const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Host");
+        char u[512];
+        snprintf(u, sizeof u, "http://%s/v1/messages/batches/%s/results", host ? host : "127.0.0.1", b->id);
+        json_decref(url);
+        url = json_string(u);
+    }
+    const char *status = b->ended_flag ? "ended" : atomic_load(&b->cancel) ? "canceling" : "in_progress";
+    return json_pack("{s:s, s:s, s:s, s:{s:i, s:i, s:i, s:i, s:i}, s:o, s:o, s:o, s:n, s:o, s:o}", "id", b->id,
+                     "type", "message_batch", "processing_status", status, "request_counts", "processing", processing,
+                     "succeeded", b->succeeded, "errored", b->errored, "canceled", b->canceled, "expired", 0,
+                     "ended_at", iso_time(b->ended), "created_at", iso_time(b->created), "expires_at",
+                     iso_time(b->created + 86400), "archived_at", "cancel_initiated_at", iso_time(b->cancel_at),
+                     "results_url", url);
+}
+
+static void batch_free(batch *b) {
+    for (int i = 0; i < b->n; i++) {
+        if (b->custom_ids) free(b->custom_ids[i]);
+        if (b->params) json_decref(b->params[i]);
+        if (b->results) json_decref(b->results[i]);
+    }
+    free(b->custom_ids);
+    free(b->params);
+    free(b->results);
+    free(b);
+}
 
 enum MHD_Result zl_api_batches_create(zl_req *r, json_t *body) {
-    (void)body;
-    return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "message batches are not available yet");
+    json_t *reqs = json_object_get(body, "requests");
+    if (!reqs) return zl_reply_error(r, ZL_E_INVALID, "requests", "requests: field required");
+    if (!json_is_array(reqs) || !json_array_size(reqs))
+        return zl_reply_error(r, ZL_E_INVALID, "requests", "requests: expected a non-empty array");
+    if (json_array_size(reqs) > 100000)
+        return zl_reply_error(r, ZL_E_INVALID, "requests", "requests: at most 100000 requests per batch");
+    struct zl_batches *bs = batches_of(r->srv);
+    batch *b = calloc(1, sizeof *b);
+    if (!bs || !b) { free(b); return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); }
+    b->n = (int)json_array_size(reqs);
+    b->custom_ids = calloc((size_t)b->n, sizeof *b->custom_ids);
+    b->params = calloc((size_t)b->n, sizeof *b->params);
+    b->results = calloc((size_t)b->n, sizeof *b->results);
+    if (!b->custom_ids || !b->params || !b->results) {
+        batch_free(b);
+        return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    }
+    for (int i = 0; i < b->n; i++) {
+        json_t *q = json_array_get(reqs, (size_t)i);
+        char f[48];
+        snprintf(f, sizeof f, "requests[%d]", i);
+        const char *cid = NULL;
+        zl_verr e = {{0}, {0}};
+        if (!json_is_object(q)) { batch_free(b); return zl_reply_error(r, ZL_E_INVALID, f, "%s: expected an object", f); }
+        if (zl_jv_str(q, "custom_id", f, 1, &cid, &e) < 0) { batch_free(b); return zl_reply_error(r, ZL_E_INVALID, e.param, "%s", e.msg); }
+        for (int k = 0; k < i; k++)
+            if (!strcmp(b->custom_ids[k], cid)) {
+                batch_free(b);
+                return zl_reply_error(r, ZL_E_INVALID, f, "%s.custom_id: '%s' is used twice", f, cid);
+            }
+        json_t *p = json_object_get(q, "params");
+        if (!json_is_object(p)) { batch_free(b); return zl_reply_error(r, ZL_E_INVALID, f, "%s.params: expected an object", f); }
+        b->custom_ids[i] = strdup(cid);
+        b->params[i] = json_deep_copy(p);
+        if (!b->custom_ids[i] || !b->params[i]) { batch_free(b); return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); }
+    }
+    zl_rand_id(b->id, sizeof b->id, "msgbatch_");
+    b->created = (long long)time(NULL);
+    b->srv = r->srv;
+    atomic_init(&b->cancel, 0);
+    pthread_mutex_lock(&bs->mu);
+    if (pthread_create(&b->thread, NULL, batch_main, b) != 0) {
+        pthread_mutex_unlock(&bs->mu);
+        batch_free(b);
+        return zl_reply_error(r, ZL_E_INTERNAL, NULL, "cannot start the batch");
+    }
+    b->next = bs->head;
+    bs->head = b;
+    json_t *j = batch_json(r, b);
+    pthread_mutex_unlock(&bs->mu);
+    return zl_reply_json(r, 200, j, NULL);
 }
-enum MHD_Result zl_api_batches_list(zl_req *r) { return zl_api_batches_create(r, NULL); }
-enum MHD_Result zl_api_batches_get(zl_req *r, const char *id) { (void)id; return zl_api_batches_create(r, NULL); }
-enum MHD_Result zl_api_batches_results(zl_req *r, const char *id) { (void)id; return zl_api_batches_create(r, NULL); }
-enum MHD_Result zl_api_batches_cancel(zl_req *r, const char *id) { (void)id; return zl_api_batches_create(r, NULL); }
-void zl_batches_free(struct zl_batches *b) { (void)b; }
+
+static batch *find(struct zl_batches *bs, const char *id) {
+    for (batch *b = bs ? bs->head : NULL; b; b = b->next)
+        if (!strcmp(b->id, id)) return b;
+    return NULL;
+}
+
+enum MHD_Result zl_api_batches_list(zl_req *r) {
+    struct zl_batches *bs = batches_of(r->srv);
+    if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    json_t *data = json_array();
+    pthread_mutex_lock(&bs->mu);
+    for (batch *b = bs->head; b; b = b->next) json_array_append_new(data, batch_json(r, b));
+    pthread_mutex_unlock(&bs->mu);
+    size_t n = json_array_size(data);
+    json_t *first = n ? json_incref(json_object_get(json_array_get(data, 0), "id")) : json_null();
+    json_t *last = n ? json_incref(json_object_get(json_array_get(data, n - 1), "id")) : json_null();
+    return zl_reply_json(r, 200, json_pack("{s:o, s:b, s:o, s:o}", "data", data, "has_more", 0, "first_id", first,
+                                           "last_id", last), NULL);
+}
+
+enum MHD_Result zl_api_batches_get(zl_req *r, const char *id) {
+    struct zl_batches *bs = batches_of(r->srv);
+    if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    pthread_mutex_lock(&bs->mu);
+    batch *b = find(bs, id);
+    json_t *j = b ? batch_json(r, b) : NULL;
+    pthread_mutex_unlock(&bs->mu);
+    if (!j) return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no message batch with id '%s'", id);
+    return zl_reply_json(r, 200, j, NULL);
+}
+
+enum MHD_Result zl_api_batches_cancel(zl_req *r, const char *id) {
+    struct zl_batches *bs = batches_of(r->srv);
+    if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    pthread_mutex_lock(&bs->mu);
+    batch *b = find(bs, id);
+    json_t *j = NULL;
+    if (b) {
+        if (!b->ended_flag && !atomic_exchange(&b->cancel, 1)) b->cancel_at = (long long)time(NULL);
+        j = batch_json(r, b);
+    }
+    pthread_mutex_unlock(&bs->mu);
+    if (!j) return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no message batch with id '%s'", id);
+    return zl_reply_json(r, 200, j, NULL);
+}
+
+enum MHD_Result zl_api_batches_results(zl_req *r, const char *id) {
+    struct zl_batches *bs = batches_of(r->srv);
+    if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    zl_buf out = {0};
+    pthread_mutex_lock(&bs->mu);
+    batch *b = find(bs, id);
+    int ended = b && b->ended_flag;
+    for (int i = 0; ended && i < b->n; i++) {
+        json_t *line = json_pack("{s:s, s:O}", "custom_id", b->custom_ids[i], "result", b->results[i]);
+        char *s = json_dumps(line, JSON_COMPACT);
+        json_decref(line);
+        if (s) { zl_buf_puts(&out, s); zl_buf_puts(&out, "\n"); }
+        free(s);
+    }
+    pthread_mutex_unlock(&bs->mu);
+    enum MHD_Result ret;
+    if (!b) ret = zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no message batch with id '%s'", id);
+    else if (!ended) ret = zl_reply_error(r, ZL_E_INVALID, NULL, "message batch '%s' is still in progress", id);
+    else ret = zl_reply_raw(r, 200, "application/x-jsonl", out.p ? out.p : "", out.n);
+    zl_buf_free(&out);
+    return ret;
+}
+
+void zl_batches_free(struct zl_batches *bs) {
+    if (!bs) return;
+    for (batch *b = bs->head; b; b = b->next) atomic_store(&b->cancel, 1);
+    for (batch *b = bs->head, *n; b; b = n) {
+        n = b->next;
+        pthread_join(b->thread, NULL);
+        batch_free(b);
+    }
+    pthread_mutex_destroy(&bs->mu);
+    free(bs);
+}

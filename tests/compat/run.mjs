@@ -236,6 +236,32 @@ try {
     assert.equal(r.input_tokens, greedyMsg.usage.input_tokens);
   });
 
+  await check('anthropic message batches: create, retrieve, list, results (JSONL)', async () => {
+    const params = (content) => ({ model: 'stories', max_tokens: 24, temperature: 0, system: 'You tell stories.', messages: [{ role: 'user', content }] });
+    const created = await ant.messages.batches.create({ requests: [
+      { custom_id: 'a', params: params('Tell me about a cat.') },
+      { custom_id: 'b', params: params('Tell me about a dog.') },
+      { custom_id: 'bad', params: { model: 'stories', messages: [{ role: 'user', content: 'no max_tokens' }] } },
+    ] });
+    assert.equal(created.type, 'message_batch');
+    assert.match(created.id, /^msgbatch_/);
+    let b = created;
+    for (let i = 0; i < 200 && b.processing_status !== 'ended'; i++) { await sleep(25); b = await ant.messages.batches.retrieve(created.id); }
+    assert.equal(b.processing_status, 'ended');
+    assert.deepEqual(b.request_counts, { processing: 0, succeeded: 2, errored: 1, canceled: 0, expired: 0 });
+    const seen = {};
+    for await (const r of await ant.messages.batches.results(created.id)) seen[r.custom_id] = r.result;
+    assert.equal(seen.a.type, 'succeeded');
+    assert.equal(seen.a.message.content[0].text, greedyMsg.content[0].text);
+    assert.equal(seen.b.type, 'succeeded');
+    assert.equal(seen.bad.type, 'errored');
+    assert.match(seen.bad.error.error.message, /max_tokens/);
+    const ids = [];
+    for await (const x of ant.messages.batches.list()) ids.push(x.id);
+    assert.ok(ids.includes(created.id));
+    await assert.rejects(ant.messages.batches.retrieve('msgbatch_nope'), (e) => e.status === 404);
+  });
+
   await check('errors: 400 naming the field (both APIs)', async () => {
     await assert.rejects(ant.messages.create({ model: 'stories', messages: [{ role: 'user', content: 'hi' }] }), (e) => {
       assert.equal(e.status, 400);
@@ -390,6 +416,19 @@ try {
     const [r1, r2] = await Promise.all([p1, p2]);
     assert.equal(r1.usage.completion_tokens, 60);
     assert.equal(r2.usage.completion_tokens, 60);
+  });
+
+  await check('anthropic message batches: cancel', async () => {
+    const reqs = Array.from({ length: 4 }, (_, i) => ({ custom_id: 'r' + i, params: { model: 'x', max_tokens: 200, messages: [{ role: 'user', content: 'Story ' + i }] } }));
+    const b0 = await antB.messages.batches.create({ requests: reqs });
+    await sleep(100);
+    const c = await antB.messages.batches.cancel(b0.id);
+    assert.ok(['canceling', 'ended'].includes(c.processing_status));
+    let b = c;
+    for (let i = 0; i < 200 && b.processing_status !== 'ended'; i++) { await sleep(25); b = await antB.messages.batches.retrieve(b0.id); }
+    assert.equal(b.processing_status, 'ended');
+    assert.ok(b.request_counts.canceled >= 3, JSON.stringify(b.request_counts));
+    assert.ok(b.cancel_initiated_at);
   });
 
   // ---- server C: API keys ----

@@ -4,6 +4,7 @@
  * machine's measured read bandwidth and tg as a share of the bandwidth
  * ceiling (bandwidth / weight bytes read per token). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,24 +46,39 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Read bandwidth: sum a 1 GiB buffer (larger than any cache) a few times. */
-static double measure_bandwidth(void) {
-    size_t n = (size_t)1 << 27; /* 128M doubles... too big; use 512 MiB of uint64 */
-    n = ((size_t)512 << 20) / sizeof(unsigned long long);
+/* Read bandwidth: `threads` threads sum disjoint halves of a 512 MiB buffer
+ * (larger than any cache); best of 3 passes. */
+typedef struct { const unsigned long long *b; size_t n; unsigned long long sum; } bw_part;
+
+static void *bw_sum(void *arg) {
+    bw_part *p = arg;
+    unsigned long long s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 3 < p->n; i += 4) { s0 += p->b[i]; s1 += p->b[i + 1]; s2 += p->b[i + 2]; s3 += p->b[i + 3]; }
+    p->sum = s0 + s1 + s2 + s3;
+    return NULL;
+}
+
+static double measure_bandwidth(int threads) {
+    size_t n = ((size_t)512 << 20) / sizeof(unsigned long long);
     unsigned long long *b = malloc(n * sizeof *b);
     if (!b) return 0;
     for (size_t i = 0; i < n; i++) b[i] = i;
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
     double best = 0;
-    volatile unsigned long long sink = 0;
     for (int r = 0; r < 3; r++) {
+        pthread_t th[64];
+        bw_part parts[64];
         double t = now_s();
-        unsigned long long s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (size_t i = 0; i < n; i += 4) { s0 += b[i]; s1 += b[i + 1]; s2 += b[i + 2]; s3 += b[i + 3]; }
-        sink += s0 + s1 + s2 + s3;
-        double gbs = n * sizeof *b / (now_s() - t) / 1e9;
+        for (int k = 0; k < threads; k++) {
+            parts[k] = (bw_part){b + n / threads * k, n / threads, 0};
+            if (k) pthread_create(&th[k], NULL, bw_sum, &parts[k]);
+        }
+        bw_sum(&parts[0]);
+        for (int k = 1; k < threads; k++) pthread_join(th[k], NULL);
+        double gbs = (double)(n / threads * threads) * sizeof *b / (now_s() - t) / 1e9;
         if (gbs > best) best = gbs;
     }
-    (void)sink;
     free(b);
     return best;
 }
@@ -135,7 +151,9 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!model) model = cli_default_model();
     if (curve) return verify_curve(model, (int)th[0], (int)reps);
-    double bw = measure_bandwidth();
+    long max_t = 1;
+    for (int i = 0; i < nth; i++) if (th[i] > max_t) max_t = th[i];
+    double bw = measure_bandwidth((int)max_t);
     result res[MAXL * MAXL * 4];
     int nres = 0;
     double load_ms = 0;

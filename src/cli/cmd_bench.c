@@ -23,6 +23,8 @@ static const char *k_usage =
     "  -r N       repetitions (mean ± sd reported)\n"
     "  --ctx LIST tokens already in the KV cache before a tg run (tg at depth)\n"
     "  --json     JSON instead of a markdown table\n"
+    "  --spec MODE  tg with the verification ring (lookup|off): greedy generation after a prompt\n"
+    "             that repeats itself (grounded text); reports acceptance and tokens per step\n"
     "  --verify-curve  time of one forward over k tokens / over 1 token, k = 1..16, at depth 128\n"
     "                  (the cost of verifying k-1 drafted tokens in the verification ring)\n";
 
@@ -83,7 +85,7 @@ static double measure_bandwidth(int threads) {
     return best;
 }
 
-typedef struct { const char *test; long n, threads, depth; double mean, sd; } result;
+typedef struct { const char *test; long n, threads, depth; double mean, sd, accept, per_step; } result;
 
 static void stats(const double *v, int n, double *mean, double *sd) {
     double s = 0, q = 0;
@@ -129,7 +131,7 @@ static int verify_curve(const char *model, int threads, int reps) {
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL;
     long pp[MAXL] = {128}, tg[MAXL] = {64}, th[MAXL] = {2}, depth[MAXL] = {0}, reps = 3;
-    int npp = 1, ntg = 1, nth = 1, ndepth = 1, json = 0, no_mmap = 0, preheat = 0, curve = 0;
+    int npp = 1, ntg = 1, nth = 1, ndepth = 1, json = 0, no_mmap = 0, preheat = 0, curve = 0, spec = 0;
     long prefetch = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -143,6 +145,12 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-r")) { if (cli_int(a, VAL, 1, 1000, &reps)) return 1; }
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--verify-curve")) curve = 1;
+        else if (!strcmp(a, "--spec")) {
+            const char *m = VAL;
+            if (m && !strcmp(m, "lookup")) spec = 1;
+            else if (m && !strcmp(m, "off")) spec = 0;
+            else return cli_fail("bench --spec must be lookup or off");
+        }
         else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
         else if (!strcmp(a, "--preheat")) preheat = 1;
         else if (!strcmp(a, "--prefetch-layers")) { if (cli_int(a, VAL, 0, 1024, &prefetch)) return 1; }
@@ -179,7 +187,8 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < ndepth; i++) if (depth[i] > maxd) maxd = depth[i];
         for (int i = 0; i < ntg; i++) if (tg[i] > maxg) maxg = tg[i];
         long n_ctx = maxp > maxd + maxg ? maxp : maxd + maxg;
-        zl_seq_opts so = {(int)(n_ctx + 1), ZL_KV_F16, zl_sampling_defaults()};
+        zl_seq_opts so = {(int)(n_ctx + 1 + (spec ? 64 : 0)), ZL_KV_F16, zl_sampling_defaults()};
+        so.sampling.temp = 0;
         zl_seq *seq;
         if (zl_seq_new(&seq, llm, &so, &err)) { zl_llm_close(llm); return cli_fail("%s", err.msg); }
         long maxn = n_ctx + 1;
@@ -198,22 +207,44 @@ int cmd_bench(int argc, char **argv) {
                 v[r] = pp[pi] / (now_s() - t);
             }
             result *R = &res[nres++];
-            *R = (result){"pp", pp[pi], th[ti], 0, 0, 0};
+            *R = (result){"pp", pp[pi], th[ti], 0, 0, 0, 0, 0};
             stats(v, (int)reps, &R->mean, &R->sd);
         }
         for (int di = 0; di < ndepth; di++)
             for (int gi = 0; gi < ntg; gi++) {
                 if (!tg[gi]) continue;
+                double acc_sum = 0, steps_sum = 0;
                 for (int r = 0; r < reps; r++) {
                     zl_seq_truncate(seq, 0);
                     if (depth[di] && zl_seq_eval(seq, ids, (int)depth[di], 512, NULL, &err)) return cli_fail("%s", err.msg);
                     double t = now_s();
-                    for (long k = 0; k < tg[gi]; k++)
-                        if (zl_seq_eval(seq, &ids[depth[di] + k], 1, 1, NULL, &err)) return cli_fail("%s", err.msg);
+                    if (!spec) {
+                        for (long k = 0; k < tg[gi]; k++)
+                            if (zl_seq_eval(seq, &ids[depth[di] + k], 1, 1, NULL, &err)) return cli_fail("%s", err.msg);
+                    } else {
+                        /* grounded: a 32-token pattern fed twice, then greedy generation with the ring */
+                        int32_t pat[64];
+                        for (int k = 0; k < 64; k++) pat[k] = ids[k % 32];
+                        zl_spec_opts so_ = {ZL_SPEC_LOOKUP, 5, 16, NULL};
+                        if (zl_seq_set_spec(seq, &so_, &err) || zl_seq_eval(seq, pat, 64, 64, NULL, &err))
+                            return cli_fail("%s", err.msg);
+                        t = now_s();
+                        long got = 0;
+                        while (got < tg[gi]) {
+                            int32_t o[17];
+                            int k = zl_seq_step(seq, o, (int)(tg[gi] - got < 17 ? tg[gi] - got : 17), &err);
+                            if (k < 0) return cli_fail("%s", err.msg);
+                            got += k;
+                        }
+                        zl_spec_stats st;
+                        zl_seq_spec_stats(seq, &st);
+                        acc_sum += st.drafted ? (double)st.accepted / st.drafted : 0;
+                        steps_sum += st.steps ? (double)got / st.steps : 1;
+                    }
                     v[r] = tg[gi] / (now_s() - t);
                 }
                 result *R = &res[nres++];
-                *R = (result){"tg", tg[gi], th[ti], depth[di], 0, 0};
+                *R = (result){spec ? "tg-ring" : "tg", tg[gi], th[ti], depth[di], 0, 0, acc_sum / reps, steps_sum / reps};
                 stats(v, (int)reps, &R->mean, &R->sd);
             }
         free(ids);
@@ -228,9 +259,10 @@ int cmd_bench(int argc, char **argv) {
         printf("{\"model\":\"%s\",\"weight_bytes\":%llu,\"load_ms\":%.1f,\"peak_rss_mib\":%.1f,\"bandwidth_gbs\":%.2f,"
                "\"tg_ceiling_tps\":%.2f,\"results\":[", model, (unsigned long long)wbytes, load_ms, rss_mib, bw, ceiling);
         for (int i = 0; i < nres; i++)
-            printf("%s{\"test\":\"%s%ld\",\"threads\":%ld,\"depth\":%ld,\"tps_mean\":%.3f,\"tps_sd\":%.3f%s}",
+            printf("%s{\"test\":\"%s%ld\",\"threads\":%ld,\"depth\":%ld,\"tps_mean\":%.3f,\"tps_sd\":%.3f,"
+                   "\"ring_accept\":%.3f,\"tokens_per_step\":%.3f}",
                    i ? "," : "", res[i].test, res[i].n, res[i].threads, res[i].depth, res[i].mean, res[i].sd,
-                   "");
+                   res[i].accept, res[i].per_step);
         printf("]}\n");
         return 0;
     }
@@ -238,8 +270,10 @@ int cmd_bench(int argc, char **argv) {
            model, desc, wbytes / 1048576.0, load_ms, rss_mib, bw, ceiling);
     printf("| test | threads | ctx | tokens/s | %% of bandwidth ceiling |\n|---|---|---|---|---|\n");
     for (int i = 0; i < nres; i++) {
-        char pct[32] = "";
+        char pct[80] = "";
         if (!strcmp(res[i].test, "tg")) snprintf(pct, sizeof pct, "%.0f%%", 100 * res[i].mean / ceiling);
+        if (!strcmp(res[i].test, "tg-ring"))
+            snprintf(pct, sizeof pct, "ring: %.0f%% accepted, %.2f tok/step", 100 * res[i].accept, res[i].per_step);
         printf("| %s%ld | %ld | %ld | %.2f ± %.2f | %s |\n", res[i].test, res[i].n, res[i].threads, res[i].depth,
                res[i].mean, res[i].sd, pct);
     }

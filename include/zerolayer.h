@@ -132,6 +132,17 @@ const float *zl_seq_logits(const zl_seq *s);
 int32_t zl_seq_sample(zl_seq *s);
 /* Every token fed so far, in order (n = zl_seq_n_past). */
 const int32_t *zl_seq_tokens(const zl_seq *s, int *n);
+/* ---- moving cached state (sessions, prefix cache) ---- */
+/* Make dst hold the first n tokens of src: dst is truncated to 0, then src's
+ * KV rows and tokens [0, n) are copied (both under the full KV policy, same
+ * model and KV type).  dst's next eval continues at position n exactly as if
+ * it had been fed those tokens itself. */
+int zl_seq_copy_prefix(zl_seq *dst, const zl_seq *src, int n, zl_err *err);
+/* Replace the sampler (new request on a kept sequence); the penalty history
+ * is rebuilt from the tokens fed so far, as a fresh sequence would have it. */
+int zl_seq_set_sampling(zl_seq *s, const zl_sampling *p, zl_err *err);
+/* Bytes of KV memory holding cached tokens (K+V, all layers). */
+size_t zl_seq_kv_bytes_used(const zl_seq *s);
 /* Exact arithmetic (for verification): f32 activations, f64 sums. */
 void zl_seq_set_exact(zl_seq *s, int exact);
 

@@ -23,6 +23,12 @@ static void serve_usage(FILE *f) {
           "  --chat-template NAME    chatml|qwen|llama2|llama3|mistral|phi3|gemma|zephyr|plain\n"
           "  --model-id NAME         model name reported by /v1/models (default: file name)\n"
           "  -t, --threads N         compute threads (default: all CPUs)\n"
+          "  --session-ttl S         idle seconds before a session expires (default 120)\n"
+          "  --prefill-idle S        typing-ahead input kept this long without a request (default 3)\n"
+          "  --sessions-per-tenant N live sessions per tenant; the LRU idle one is evicted beyond (default 16)\n"
+          "  --session-kv-mb N       KV memory all idle sessions may hold; LRU eviction beyond (default 1024)\n"
+          "  --prefix-cache-mb N     tenant-isolated prefix cache size (default 256; 0 = off)\n"
+          "  --session-secret-file F HMAC key for session tokens (default: random per start)\n"
           "  --debug-step-ms N       sleep after each engine step (tests only)\n",
           f);
 }
@@ -58,6 +64,26 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("--threads", 1, 1024, threads)
         NEXT_INT("--debug-step-ms", 0, 10000, o.sched.debug_step_ms)
 #undef NEXT_INT
+        if (!strcmp(a, "--session-ttl") || !strcmp(a, "--prefill-idle")) {
+            char *end = NULL;
+            double d = v ? strtod(v, &end) : 0;
+            if (!v || end == v || *end || d <= 0 || d > 1e7) {
+                free(keys);
+                return cli_fail("%s: expected a positive number of seconds, got '%s'", a, v ? v : "");
+            }
+            if (!strcmp(a, "--session-ttl")) o.session_ttl_s = d;
+            else o.prefill_idle_s = d;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--sessions-per-tenant") || !strcmp(a, "--session-kv-mb") || !strcmp(a, "--prefix-cache-mb")) {
+            if (cli_int(a, v, !strcmp(a, "--prefix-cache-mb") ? 0 : 1, 1L << 22, &x)) { free(keys); return 1; }
+            if (!strcmp(a, "--sessions-per-tenant")) o.sessions_per_tenant = (int)x;
+            else if (!strcmp(a, "--session-kv-mb")) o.session_kv_budget = (size_t)x << 20;
+            else o.prefix_cache_bytes = x ? (long long)x << 20 : -1;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--max-body")) {
             if (cli_int(a, v, 64, 1L << 34, &x)) { free(keys); return 1; }
             o.max_body = (size_t)x;
@@ -65,7 +91,7 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") ||
-                   !strcmp(a, "--chat-template") || !strcmp(a, "--model-id"))) {
+                   !strcmp(a, "--chat-template") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file"))) {
             free(keys);
             return cli_fail("%s needs a value", a);
         }
@@ -74,6 +100,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--api-key")) keys[o.n_api_keys++] = argv[++i];
         else if (!strcmp(a, "--chat-template")) o.chat_template = argv[++i];
         else if (!strcmp(a, "--model-id")) o.model_id = argv[++i];
+        else if (!strcmp(a, "--session-secret-file")) o.session_secret_file = argv[++i];
         else {
             serve_usage(stderr);
             free(keys);

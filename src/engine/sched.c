@@ -36,6 +36,8 @@ struct zl_job {
     zl_seq *seq;
     int n_fed;        /* prompt tokens already evaluated */
     int32_t pending;  /* sampled token to feed next step, -1 if none */
+    zl_job_hooks hooks;
+    int prefill_only;
     zl_job *next;     /* queue / running list link */
 };
 
@@ -82,10 +84,14 @@ zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampl
 static void job_unref(zl_job *j) {
     if (atomic_fetch_sub(&j->refs, 1) != 1) return;
     zl_seq_free(j->seq);
+    if (j->hooks.ud_free) j->hooks.ud_free(j->hooks.ud);
     free(j->prompt);
     free(j->toks);
     free(j);
 }
+
+void zl_job_set_hooks(zl_job *j, const zl_job_hooks *h) { j->hooks = *h; }
+void zl_job_set_prefill_only(zl_job *j) { j->prefill_only = 1; }
 
 void zl_job_cancel(zl_job *j) { atomic_store(&j->cancel, 1); }
 
@@ -280,7 +286,7 @@ static void sched_step(zl_sched *s, zl_batch_item *items, zl_job **owners, int *
         zl_job *j = owners[i];
         if (items[i].ids != &j->pending) {
             j->n_fed += items[i].n;
-            if (j->n_fed < j->n_prompt) continue;
+            if (j->n_fed < j->n_prompt || j->prefill_only) continue;
         }
         double ts = zl_now_ms();
         const float *lg = zl_seq_logits(j->seq);
@@ -300,7 +306,10 @@ static void sched_step(zl_sched *s, zl_batch_item *items, zl_job **owners, int *
             job_finish(s, j, ZL_FINISH_ERROR);
             continue;
         }
-        if (!has[i]) continue;
+        if (!has[i]) {
+            if (j->prefill_only && j->n_fed >= j->n_prompt) job_finish(s, j, ZL_FINISH_LENGTH);
+            continue;
+        }
         if (!j->times.t_first) j->times.t_first = outs[i].t_ms;
         job_push(j, &outs[i]);
         j->pending = outs[i].id;
@@ -339,7 +348,8 @@ static void *sched_main(void *arg) {
         pthread_mutex_unlock(&s->mu);
         /* free the KV now: a finished job may still be read for a while */
         for (int i = 0; i < n_dead; i++) {
-            zl_seq_free(dead[i]->seq);
+            if (dead[i]->hooks.release && dead[i]->seq) dead[i]->hooks.release(dead[i]->hooks.ud, dead[i]->seq, dead[i]->finish);
+            else zl_seq_free(dead[i]->seq);
             dead[i]->seq = NULL;
             job_unref(dead[i]);
         }
@@ -348,7 +358,16 @@ static void *sched_main(void *arg) {
             double t0 = zl_now_ms();
             zl_seq_opts so = {.n_ctx = s->o.n_ctx, .kv_type = ZL_KV_F16, .sampling = j->sampling};
             zl_err err = {0};
-            int rc = zl_seq_new(&j->seq, s->llm, &so, &err);
+            int rc, reused = 0;
+            if (j->hooks.acquire) {
+                rc = j->hooks.acquire(j->hooks.ud, s->llm, &so, j->prompt, j->n_prompt, &j->seq, &reused, err.msg,
+                                      sizeof err.msg);
+                if (!rc && (reused < 0 || reused >= j->n_prompt)) reused = 0;
+                j->n_fed = reused;
+                j->times.n_cached = reused;
+            } else {
+                rc = zl_seq_new(&j->seq, s->llm, &so, &err);
+            }
             j->times.kv_ms += zl_now_ms() - t0;
             if (rc || j->n_prompt <= 0 || j->n_prompt >= s->o.n_ctx) {
                 pthread_mutex_lock(&s->mu);

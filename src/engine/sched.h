@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "zerolayer.h"
@@ -80,6 +81,24 @@ int zl_sched_n_ctx(const zl_sched *s);
  * token's; k: also the top k (at most ZL_JOB_MAX_TOP). */
 zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampling, int max_tokens,
                    int n_top_logprobs);
+/* Where a job's sequence comes from and goes to (sessions, prefix cache;
+ * see session.h).  All three run on the engine thread.  acquire hands over a
+ * sequence whose first *n_reused tokens (< n_prompt) equal the prompt's, so
+ * only the rest is evaluated; it returns 0, or an error code with a message
+ * in err.  release takes ownership of the sequence when the job ends.
+ * ud_free(ud) runs when the job is freed. */
+typedef struct zl_job_hooks {
+    int (*acquire)(void *ud, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt, zl_seq **seq,
+                   int *n_reused, char *err, size_t err_cap);
+    void (*release)(void *ud, zl_seq *seq, zl_finish why);
+    void (*ud_free)(void *ud);
+    void *ud;
+} zl_job_hooks;
+/* Before submit.  The job takes ownership of h->ud. */
+void zl_job_set_hooks(zl_job *j, const zl_job_hooks *h);
+/* Before submit: evaluate the prompt and finish (LENGTH) without sampling
+ * (typing-ahead prefill). */
+void zl_job_set_prefill_only(zl_job *j);
 /* Release the caller's reference (cancels the job if it is still going). */
 void zl_job_release(zl_job *j);
 /* Returns 0, or ZL_ERANGE when the queue is full (the job is not taken). */

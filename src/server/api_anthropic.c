@@ -142,7 +142,7 @@ json_t *zl_ant_message_json(const zl_ant_req *q, zl_gen *g, const char *id, cons
     return json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:o}], s:s, s:o, s:{s:i, s:i, s:i, s:i}, s:o}", "id", id, "type",
                      "message", "role", "assistant", "model", q->model, "content", "type", "text", "text", text,
                      "stop_reason", stop_reason(q, c), "stop_sequence", stop_seq_json(q, g, c), "usage", "input_tokens",
-                     t->prompt_tokens, "output_tokens", t->generated_tokens, "cache_creation_input_tokens", 0,
+                     t->prompt_tokens - t->cached_tokens, "output_tokens", t->generated_tokens, "cache_creation_input_tokens", 0,
                      "cache_read_input_tokens", t->cached_tokens, "timings", zl_timings_json(t));
 }
 
@@ -193,9 +193,11 @@ static void ant_produce(zl_sse *s, int timeout_ms) {
     }
     zl_sse_event(s, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", 0));
     zl_sse_event(s, "message_delta",
-                 json_pack("{s:s, s:{s:s, s:o}, s:{s:i}, s:o}", "type", "message_delta", "delta", "stop_reason",
-                           stop_reason(&a->q, &g->ch[0]), "stop_sequence", stop_seq_json(&a->q, g, &g->ch[0]), "usage",
-                           "output_tokens", tm.generated_tokens, "timings", zl_timings_json(&tm)));
+                 json_pack("{s:s, s:{s:s, s:o}, s:{s:i, s:i, s:i}, s:o}", "type", "message_delta", "delta",
+                           "stop_reason", stop_reason(&a->q, &g->ch[0]), "stop_sequence",
+                           stop_seq_json(&a->q, g, &g->ch[0]), "usage", "output_tokens", tm.generated_tokens,
+                           "input_tokens", tm.prompt_tokens - tm.cached_tokens, "cache_read_input_tokens",
+                           tm.cached_tokens, "timings", zl_timings_json(&tm)));
     zl_sse_event(s, "message_stop", json_pack("{s:s}", "type", "message_stop"));
     if (s->diag_full) zl_server_timing(&tm, s->server_timing, sizeof s->server_timing);
     s->finished = 1;
@@ -228,10 +230,28 @@ int zl_ant_tokens(zl_srv *srv, zl_ant_req *q, zl_verr *e) {
 enum MHD_Result zl_api_messages(zl_req *r, json_t *b) {
     zl_ant_req q;
     zl_verr e = {{0}, {0}};
-    if (zl_ant_parse(r->srv, b, 0, &q, &e) < 0 || zl_ant_tokens(r->srv, &q, &e) < 0) {
+    if (zl_ant_parse(r->srv, b, 0, &q, &e) < 0) {
         zl_ant_free(&q);
         return zl_reply_error(r, ZL_E_INVALID, e.param, "%s", e.msg);
     }
+    zl_sess_req *sr = NULL;
+    zl_chat_msg *all = NULL;
+    int n_all = 0;
+    if (zl_sess_open(r, b, q.user_id, &sr)) { zl_ant_free(&q); return MHD_YES; }
+    if (zl_sess_merge(sr, r, q.msgs, q.n_chat, &all, &n_all)) {
+        zl_sess_close(sr);
+        zl_ant_free(&q);
+        return MHD_YES;
+    }
+    free(q.msgs);
+    q.msgs = all; /* strings stay valid while sr lives: until the generation ends */
+    q.n_chat = n_all;
+    if (zl_ant_tokens(r->srv, &q, &e) < 0) {
+        zl_sess_close(sr);
+        zl_ant_free(&q);
+        return zl_reply_error(r, ZL_E_INVALID, e.param, "%s", e.msg);
+    }
+    zl_sess_params(sr, &q.gp);
     if (!q.gp.stream_buffer) q.gp.stream_buffer = r->stream_buffer;
     int busy = 0;
     int32_t *pp = q.ids;

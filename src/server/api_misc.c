@@ -21,6 +21,7 @@ enum MHD_Result zl_api_health(zl_req *r) {
 enum MHD_Result zl_api_metrics(zl_req *r) {
     zl_buf b = {0};
     zl_metrics_render(&b, r->srv->sched);
+    if (r->srv->sessions) zl_sessions_metrics(r->srv, &b);
     if (b.oom) { zl_buf_free(&b); return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); }
     enum MHD_Result ret = zl_reply_raw(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.p ? b.p : "", b.n);
     zl_buf_free(&b);

@@ -240,7 +240,10 @@ static enum MHD_Result oai_run(zl_req *r, oai_req *q, int32_t **prompts, int *n_
     int n = n_prompt_sets * q->n;
     int32_t *pp[MAX_CHOICES];
     int np[MAX_CHOICES];
-    if (n > MAX_CHOICES) return zl_reply_error(r, ZL_E_INVALID, "n", "at most %d choices per request", MAX_CHOICES);
+    if (n > MAX_CHOICES) {
+        if (q->gp.on_end) q->gp.on_end(NULL, q->gp.end_ud);
+        return zl_reply_error(r, ZL_E_INVALID, "n", "at most %d choices per request", MAX_CHOICES);
+    }
     for (int i = 0; i < n; i++) {
         pp[i] = prompts[i / q->n];
         np[i] = n_prompts[i / q->n];
@@ -360,6 +363,9 @@ enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
     enum MHD_Result ret = MHD_NO;
     int32_t *ids = NULL;
     size_t n_ids = 0;
+    zl_sess_req *sr = NULL;
+    zl_chat_msg *all = NULL;
+    int n_all = 0;
     if (!cm || !texts) { ret = zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); goto out; }
     for (size_t i = 0; i < nm; i++) {
         json_t *m = json_array_get(msgs, i);
@@ -383,16 +389,23 @@ enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
         cm[i].role = !strcmp(role, "developer") ? "system" : role;
         cm[i].content = texts[i].p;
     }
-    if (zl_chat_tokens(r, cm, (int)nm, &ids, &n_ids)) { ret = MHD_YES; goto out; }
+    if (zl_sess_open(r, b, json_string_value(json_object_get(b, "user")), &sr)) { ret = MHD_YES; goto out; }
+    if (r->sess_id[0] && q.n > 1) { ret = zl_reply_error(r, ZL_E_INVALID, "n", "n: a session request has one choice"); goto out; }
+    if (zl_sess_merge(sr, r, cm, (int)nm, &all, &n_all)) { ret = MHD_YES; goto out; }
+    if (zl_chat_tokens(r, all, n_all, &ids, &n_ids)) { ret = MHD_YES; goto out; }
     if (zl_prompt_check(r, ids, n_ids, (int)q.max_tokens, "messages")) { ret = MHD_YES; goto out; }
     const char *extra = zl_tpl_extra_stop(r->srv->tpl);
     if (extra && q.gp.n_stops < MAX_STOPS + 1) q.stops[q.gp.n_stops++] = extra;
     q.gp.strip_leading_space = 1;
     {
         int np = (int)n_ids;
+        zl_sess_params(sr, &q.gp);
+        sr = NULL; /* the generation owns it now */
         ret = oai_run(r, &q, &ids, &np, 1);
     }
 out:
+    zl_sess_close(sr);
+    free(all);
     free(ids);
     for (size_t i = 0; texts && i < nm; i++) zl_buf_free(&texts[i]);
     free(texts);
@@ -470,6 +483,16 @@ enum MHD_Result zl_api_completions(zl_req *r, json_t *b) {
             np[i] = (int)n;
         }
         if (zl_prompt_check(r, prompts[i], (size_t)np[i], q.gp.max_tokens, f)) goto out;
+    }
+    {
+        zl_sess_req *sr = NULL;
+        if (zl_sess_open(r, b, json_string_value(json_object_get(b, "user")), &sr)) goto out;
+        if (r->sess_id[0] && (n_sets > 1 || q.n > 1)) {
+            zl_sess_close(sr);
+            ret = zl_reply_error(r, ZL_E_INVALID, "n", "a session request has one prompt and one choice");
+            goto out;
+        }
+        zl_sess_params(sr, &q.gp);
     }
     ret = oai_run(r, &q, prompts, np, n_sets);
 out:

@@ -109,7 +109,10 @@ zl_gen *zl_gen_start(zl_sched *s, int32_t *const *prompts, const int *n_prompts,
                      double t_start, int *busy) {
     *busy = 0;
     zl_gen *g = calloc(1, sizeof *g);
-    if (!g) return NULL;
+    if (!g) {
+        if (p->on_end) p->on_end(NULL, p->end_ud);
+        return NULL;
+    }
     g->sched = s;
     g->llm = zl_sched_llm(s);
     g->p = *p;
@@ -129,7 +132,11 @@ zl_gen *zl_gen_start(zl_sched *s, int32_t *const *prompts, const int *n_prompts,
         smp.seed += (uint64_t)i;
         g->n_prompt[i] = n_prompts[i];
         c->job = zl_job_new(prompts[i], n_prompts[i], &smp, p->max_tokens, p->n_logprobs);
-        if (!c->job || zl_stream_new(&c->st, g->llm, p->strip_leading_space, NULL)) { zl_gen_free(g); return NULL; }
+        if (!c->job || zl_stream_new(&c->st, g->llm, p->strip_leading_space, NULL) ||
+            (p->hook_job && p->hook_job(p->hook_ud, c->job, i))) {
+            zl_gen_free(g);
+            return NULL;
+        }
     }
     for (int i = 0; i < n; i++) {
         if (zl_sched_submit(s, g->ch[i].job)) {
@@ -167,6 +174,10 @@ int zl_gen_poll(zl_gen *g, int timeout_ms) {
         }
         zl_metrics_tokens(pt, gt);
     }
+    if (done && !g->end_called) {
+        g->end_called = 1;
+        if (g->p.on_end) g->p.on_end(g, g->p.end_ud);
+    }
     return done;
 }
 
@@ -193,6 +204,11 @@ void zl_gen_cancel(zl_gen *g) {
 
 void zl_gen_free(zl_gen *g) {
     if (!g) return;
+    if (!g->end_called) {
+        g->end_called = 1;
+        if (g->ch) zl_gen_cancel(g);
+        if (g->p.on_end) g->p.on_end(g, g->p.end_ud);
+    }
     for (int i = 0; g->ch && i < g->n; i++) {
         zl_job_release(g->ch[i].job);
         zl_stream_free(g->ch[i].st);

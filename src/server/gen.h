@@ -27,6 +27,7 @@ typedef enum {
     ZL_GEN_ERROR,
 } zl_gen_end;
 
+struct zl_gen;
 typedef struct zl_gen_params {
     zl_sampling sampling;
     int max_tokens;
@@ -35,6 +36,14 @@ typedef struct zl_gen_params {
     int n_stops;
     int stream_buffer; /* max tokens held back for stop matching; <= 0: unbounded */
     int strip_leading_space;
+    /* Sessions and the prefix cache (api_sessions.c): hook_job runs on each
+     * choice's job before submit (non-zero fails the start); on_end runs
+     * exactly once, when every choice has ended or the gen is freed or fails
+     * to start (then with g == NULL). */
+    int (*hook_job)(void *ud, zl_job *j, int choice);
+    void *hook_ud;
+    void (*on_end)(struct zl_gen *g, void *ud);
+    void *end_ud;
 } zl_gen_params;
 
 typedef struct zl_gen_choice {
@@ -63,6 +72,7 @@ typedef struct zl_gen {
     int *n_prompt;
     double t_start;
     int metrics_done;
+    int end_called;
 } zl_gen;
 
 /* Submit n jobs (prompts[i] of n_prompts[i] tokens; seeds offset by i).

@@ -137,6 +137,15 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
         if (!zl_conn_alive(s->fd)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        zl_sess_status st = s->sess_id[0] ? zl_sessions_check(s->sess_store, s->sess_id) : ZL_SESS_OK;
+        if (st != ZL_SESS_OK) {
+            /* the generation is cancelled when the stream is freed */
+            zl_sse_event(s, "session_expired",
+                         json_pack("{s:s, s:s, s:s}", "type", "session_expired", "session", s->sess_id, "reason",
+                                   zl_sess_status_name(st)));
+            s->finished = 1;
+            continue;
+        }
         s->produce(s, 25);
         if (s->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
@@ -152,6 +161,10 @@ static void sse_free(void *cls) {
 enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s) {
     s->fd = r->fd;
     s->diag_full = r->diag_full;
+    if (r->sess_id[0]) {
+        s->sess_store = r->srv->sessions;
+        snprintf(s->sess_id, sizeof s->sess_id, "%s", r->sess_id);
+    }
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, s, sse_free);
     if (!resp) { sse_free(s); return MHD_NO; }
     s->resp = resp;
@@ -269,6 +282,16 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
         {"/chat/completions", 1}, {"/v1/completions", 1}, {"/completions", 1}, {"/v1/messages", 1},
         {"/v1/messages/count_tokens", 1}, {"/v1/messages/batches", -1},
     };
+    if (!strncmp(u, "/v1/sessions", 12) && (!u[12] || u[12] == '/')) {
+        r->route = "/v1/sessions";
+        if (MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "anthropic-version")) r->api = ZL_API_ANTHROPIC;
+        if (!auth_ok(r))
+            return zl_reply_error(r, ZL_E_AUTH, NULL, "invalid or missing API key (Authorization: Bearer or x-api-key)");
+        if (r->too_large)
+            return zl_reply_error(r, ZL_E_TOO_LARGE, NULL, "request body exceeds the limit of %zu bytes",
+                                  r->srv->o.max_body);
+        return zl_api_sessions(r, method);
+    }
     int found = -1;
     for (int i = 0; i < (int)(sizeof table / sizeof *table); i++)
         if (!strcmp(u, table[i].path)) found = i;
@@ -407,11 +430,13 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    int rc = zl_sessions_setup(srv, err);
+    if (rc) { free(srv); return rc; }
     zl_sched_opts so = o->sched;
     so.on_step = on_step;
     so.on_step_ud = srv;
-    int rc = zl_sched_new(&srv->sched, llm, &so, err);
-    if (rc) { free(srv); return rc; }
+    rc = zl_sched_new(&srv->sched, llm, &so, err);
+    if (rc) { zl_sessions_free(srv->sessions); free(srv); return rc; }
 
     struct sockaddr_in6 a6 = {0};
     struct sockaddr_in a4 = {0};
@@ -429,6 +454,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
         flags |= MHD_USE_IPv6;
     } else {
         zl_sched_free(srv->sched);
+        zl_sessions_free(srv->sessions);
         free(srv);
         return zl_errf(err, ZL_EINVAL, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
     }
@@ -437,6 +463,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
                               (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
     if (!srv->d) {
         zl_sched_free(srv->sched);
+        zl_sessions_free(srv->sessions);
         free(srv);
         return zl_errf(err, ZL_EIO, "cannot listen on %s:%d: %s", o->host, o->port, strerror(errno));
     }
@@ -456,6 +483,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     zl_batches_free(srv->batches);
     MHD_stop_daemon(srv->d);
     zl_sched_free(srv->sched);
+    zl_sessions_free(srv->sessions);
     free(srv);
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "../engine/session.h"
 #include "chat_template.h"
 #include "gen.h"
 #include "jsonv.h"
@@ -24,6 +25,9 @@ typedef struct zl_srv {
     long long started;
     struct MHD_Daemon *d;
     struct zl_batches *batches;
+    zl_sessions *sessions;        /* sessions + prefix cache (api_sessions.c) */
+    unsigned char sess_secret[32]; /* HMAC key of session tokens */
+    size_t sess_secret_len;
 } zl_srv;
 
 typedef enum { ZL_API_OPENAI = 0, ZL_API_ANTHROPIC = 1 } zl_api;
@@ -51,6 +55,7 @@ typedef struct zl_req {
     int diag_full;
     int stream_buffer; /* X-Zerolayer-Stream-Buffer, 0 if absent */
     int fd;
+    char sess_id[80]; /* the session this request runs on ("" if none) */
 } zl_req;
 
 /* Replies: each queues the response and returns MHD's result. */
@@ -76,6 +81,8 @@ typedef struct zl_sse {
     void (*destroy)(struct zl_sse *s);
     void *ud;
     struct MHD_Response *resp;
+    zl_sessions *sess_store; /* with sess_id: end with `session_expired` when it goes away */
+    char sess_id[80];
 } zl_sse;
 enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s /* owned from here */);
 void zl_sse_event(zl_sse *s, const char *event /* NULL: data only */, json_t *data /* stolen */);
@@ -108,6 +115,26 @@ enum MHD_Result zl_api_metrics(zl_req *r);
 enum MHD_Result zl_api_tokenize(zl_req *r, json_t *body);
 enum MHD_Result zl_api_detokenize(zl_req *r, json_t *body);
 enum MHD_Result zl_api_preheat(zl_req *r);
+
+/* Sessions (api_sessions.c). */
+enum MHD_Result zl_api_sessions(zl_req *r, const char *method);
+int zl_sessions_setup(zl_srv *srv, zl_err *err);
+void zl_sessions_metrics(zl_srv *srv, zl_buf *out);
+/* Per generation request: the tenant, and the session when the request
+ * names one (X-Zerolayer-Session header or body field `session`). */
+typedef struct zl_sess_req zl_sess_req;
+/* Verify and begin the session; on failure replies (403/404/409/410) and
+ * returns -1.  user: the body's user field (OpenAI `user`, Anthropic
+ * `metadata.user_id`), used as the tenant when no API keys are configured. */
+int zl_sess_open(zl_req *r, json_t *body, const char *user, zl_sess_req **out);
+/* In append mode prepend the session's stored conversation; records the
+ * whole conversation for the session.  *all is malloc'd (free it); its
+ * strings live as long as c.  Returns -1 after replying 400/500. */
+int zl_sess_merge(zl_sess_req *c, zl_req *r, const zl_chat_msg *msgs, int n, zl_chat_msg **all, int *n_all);
+/* Hand c to the generation (it is freed by gp->on_end). */
+void zl_sess_params(zl_sess_req *c, zl_gen_params *gp);
+/* End without a generation (an error reply came first). */
+void zl_sess_close(zl_sess_req *c);
 
 /* Shared by OpenAI chat and Anthropic messages: render + tokenize a
  * conversation.  msgs/n from the adapter; returns 0 or replies 400/500. */

@@ -23,6 +23,13 @@ typedef struct zl_server_opts {
     size_t max_body;       /* bytes; larger bodies get 413 */
     const char *chat_template; /* NULL: from the model */
     zl_sched_opts sched;
+    /* sessions and prefix cache (0: defaults) */
+    double session_ttl_s;         /* 120 */
+    double prefill_idle_s;        /* 3 */
+    int sessions_per_tenant;      /* 16 */
+    size_t session_kv_budget;     /* bytes, 1 GiB */
+    long long prefix_cache_bytes; /* 256 MiB; < 0: off */
+    const char *session_secret_file; /* NULL: random per start */
 } zl_server_opts;
 
 /* Serve until SIGINT/SIGTERM.  Returns 0 or an error code with *err. */

@@ -1,0 +1,56 @@
+/* seq_copy.c — moving cached state between sequences: copy a prefix of one
+ * sequence's KV rows (and the tokens that produced them) into another, and
+ * re-arm a sequence's sampler for a new request.  Sessions and the prefix
+ * cache (session.c, prefix_cache.c) are built on these two operations.
+ *
+ * Only full-policy caches are copied: under a slicing policy slot i no
+ * longer holds position i, so a prefix of the tokens is not a prefix of the
+ * cache.  Never touches HTTP, JSON or tenants. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kv/kv.h"
+#include "engine_internal.h"
+#include "zerolayer.h"
+
+int zl_seq_copy_prefix(zl_seq *dst, const zl_seq *src, int n, zl_err *err) {
+    if (!dst || !src || dst == src) return zl_errf(err, ZL_EINVAL, "copy needs two distinct sequences");
+    if (dst->llm->model != src->llm->model) return zl_errf(err, ZL_EINVAL, "sequences belong to different models");
+    const zl_kv *sk = src->kv;
+    zl_kv *dk = dst->kv;
+    if (sk->policy.kind != ZL_KVP_FULL || dk->policy.kind != ZL_KVP_FULL || sk->n_used != src->n_tokens)
+        return zl_errf(err, ZL_EUNSUP, "only sequences under the full KV policy can be copied");
+    if (sk->type != dk->type || sk->row_bytes != dk->row_bytes || sk->n_layers != dk->n_layers)
+        return zl_errf(err, ZL_EINVAL, "KV caches differ in type or shape");
+    if (n < 0 || n > src->n_tokens) return zl_errf(err, ZL_ERANGE, "prefix of %d tokens: the source holds %d", n,
+                                                    src->n_tokens);
+    if (n > dk->n_ctx) return zl_errf(err, ZL_ERANGE, "prefix of %d tokens does not fit a %d-token context", n,
+                                      dk->n_ctx);
+    zl_seq_truncate(dst, 0);
+    if (!n) return 0;
+    for (int l = 0; l < sk->n_layers; l++) {
+        memcpy(zl_kv_k(dk, l, 0), zl_kv_k(sk, l, 0), (size_t)n * sk->row_bytes);
+        memcpy(zl_kv_v(dk, l, 0), zl_kv_v(sk, l, 0), (size_t)n * sk->row_bytes);
+    }
+    dk->n_used = n;
+    if (zl_seq_track(dst, src->tokens, n)) {
+        zl_kv_truncate(dk, 0);
+        return zl_errf(err, ZL_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) zl_sampler_accept(dst->sampler, src->tokens[i]);
+    return 0;
+}
+
+int zl_seq_set_sampling(zl_seq *s, const zl_sampling *p, zl_err *err) {
+    zl_sampler_params sp = {p->temp, p->top_k, p->top_p, p->min_p, p->repeat_penalty, p->repeat_last_n,
+                            p->presence_penalty, p->frequency_penalty, p->seed};
+    zl_sampler *ns = zl_sampler_new(&sp, s->llm->model->hp.n_vocab);
+    if (!ns) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    /* replay the history: penalties see the same tokens as a fresh sequence fed the same prompt */
+    for (int i = 0; i < s->n_tokens; i++) zl_sampler_accept(ns, s->tokens[i]);
+    zl_sampler_free(s->sampler);
+    s->sampler = ns;
+    return 0;
+}
+
+size_t zl_seq_kv_bytes_used(const zl_seq *s) { return 2 * (size_t)s->kv->n_layers * s->kv->row_bytes * s->kv->n_used; }

@@ -1,0 +1,451 @@
+/* session.c — see session.h.  One mutex guards the session list; sequences
+ * are handed to the engine thread (acquire) and back (release) under it, and
+ * zeroed/freed only while no job holds them.  A linked list scanned linearly:
+ * tens to hundreds of sessions, touched once per request. */
+#include "session.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../base/err.h"
+
+#define TOMBSTONE_MS (10 * 60 * 1000.0)
+
+typedef struct sess {
+    char id[80], tenant[128];
+    zl_sess_status state;   /* OK while live, else why it is gone */
+    double created_unix;
+    double last_used;       /* monotonic ms */
+    double gone_at;         /* monotonic ms, tombstones */
+    zl_seq *seq;            /* NULL while a job holds it, or before the first request */
+    int busy, committed;
+    double prefill_at;      /* monotonic ms of uncommitted typing-ahead input, 0: none */
+    char *history;
+    struct sess *next;
+} sess;
+
+struct zl_sessions {
+    zl_sessions_opts o;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t sweeper;
+    int stop;
+    sess *head;
+    zl_pcache *pcache;
+    uint64_t expired_total, evicted_total;
+};
+
+typedef struct hook_ud {
+    zl_sessions *s;
+    char tenant[128], id[80];
+    int has_id, prefill;
+} hook_ud;
+
+static double mono_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static double wall_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+const char *zl_sess_status_name(zl_sess_status st) {
+    static const char *const n[] = {"ok", "unknown", "forbidden", "expired", "evicted", "deleted", "busy", "limit"};
+    return st <= ZL_SESS_LIMIT ? n[st] : "?";
+}
+
+static void seq_destroy(zl_seq *q) {
+    if (!q) return;
+    zl_seq_truncate(q, 0); /* zeroes every cached row before the memory goes back */
+    zl_seq_free(q);
+}
+
+/* Under mu: turn a live session into a tombstone. */
+static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
+    if (x->state != ZL_SESS_OK) return;
+    x->state = why;
+    x->gone_at = mono_ms();
+    seq_destroy(x->seq);
+    x->seq = NULL;
+    free(x->history);
+    x->history = NULL;
+    if (why == ZL_SESS_EXPIRED) s->expired_total++;
+    if (why == ZL_SESS_EVICTED) s->evicted_total++;
+}
+
+static sess *find(zl_sessions *s, const char *id) {
+    for (sess *x = s->head; x; x = x->next)
+        if (!strcmp(x->id, id)) return x;
+    return NULL;
+}
+
+static void fill_info(const zl_sessions *s, const sess *x, zl_session_info *info) {
+    if (!info) return;
+    memset(info, 0, sizeof *info);
+    snprintf(info->id, sizeof info->id, "%s", x->id);
+    double now = mono_ms(), wall = wall_s();
+    info->created_unix = x->created_unix;
+    info->last_used_unix = wall - (now - x->last_used) / 1e3;
+    info->expires_unix = info->last_used_unix + s->o.ttl_s;
+    info->n_tokens = x->seq ? zl_seq_n_past(x->seq) : 0;
+    info->committed = x->committed;
+    info->kv_bytes = x->seq ? zl_seq_kv_bytes_used(x->seq) : 0;
+    info->busy = x->busy;
+}
+
+/* Under mu: a live session of this tenant, or why not. */
+static zl_sess_status lookup(zl_sessions *s, const char *id, const char *tenant, sess **out) {
+    sess *x = find(s, id);
+    *out = x;
+    if (!x) return ZL_SESS_UNKNOWN;
+    if (tenant && strcmp(x->tenant, tenant)) return ZL_SESS_TENANT;
+    return x->state;
+}
+
+/* Under mu: evict least-recently-used idle sessions while the idle KV is over budget. */
+static void enforce_budget(zl_sessions *s) {
+    for (;;) {
+        size_t total = 0;
+        sess *lru = NULL;
+        for (sess *x = s->head; x; x = x->next) {
+            if (x->state != ZL_SESS_OK || !x->seq) continue;
+            total += zl_seq_kv_bytes_used(x->seq);
+            if (!x->busy && zl_seq_n_past(x->seq) > 0 && (!lru || x->last_used < lru->last_used)) lru = x;
+        }
+        if (total <= s->o.kv_budget || !lru) return;
+        sess_kill(s, lru, ZL_SESS_EVICTED);
+    }
+}
+
+void zl_sessions_sweep(zl_sessions *s) {
+    pthread_mutex_lock(&s->mu);
+    double now = mono_ms();
+    for (sess **pp = &s->head; *pp;) {
+        sess *x = *pp;
+        if (x->state != ZL_SESS_OK) {
+            if (now - x->gone_at > TOMBSTONE_MS) {
+                *pp = x->next;
+                free(x);
+                continue;
+            }
+        } else if (!x->busy && now - x->last_used > s->o.ttl_s * 1e3) {
+            sess_kill(s, x, ZL_SESS_EXPIRED);
+        } else if (!x->busy && x->seq && x->prefill_at > 0 && now - x->prefill_at > s->o.prefill_idle_s * 1e3) {
+            zl_seq_truncate(x->seq, x->committed); /* typing-ahead input nobody followed up */
+            x->prefill_at = 0;
+        }
+        pp = &x->next;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *sweeper_main(void *arg) {
+    zl_sessions *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        if (s->stop) break;
+        pthread_mutex_unlock(&s->mu);
+        zl_sessions_sweep(s);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int zl_sessions_new(zl_sessions **out, const zl_sessions_opts *o, zl_err *err) {
+    *out = NULL;
+    zl_sessions *s = calloc(1, sizeof *s);
+    if (!s) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    s->o = *o;
+    if (s->o.ttl_s <= 0) s->o.ttl_s = 120;
+    if (s->o.prefill_idle_s <= 0) s->o.prefill_idle_s = 3;
+    if (s->o.max_per_tenant <= 0) s->o.max_per_tenant = 16;
+    if (!s->o.kv_budget) s->o.kv_budget = (size_t)1 << 30;
+    int rc = zl_pcache_new(&s->pcache, s->o.pcache_bytes, s->o.pcache_block, err);
+    if (rc) { free(s); return rc; }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->sweeper, NULL, sweeper_main, s)) {
+        zl_pcache_free(s->pcache);
+        free(s);
+        return zl_errf(err, ZL_ENOMEM, "cannot start the session sweeper");
+    }
+    *out = s;
+    return 0;
+}
+
+void zl_sessions_free(zl_sessions *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->sweeper, NULL);
+    while (s->head) {
+        sess *x = s->head;
+        s->head = x->next;
+        seq_destroy(x->seq);
+        free(x->history);
+        free(x);
+    }
+    zl_pcache_free(s->pcache);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+const zl_sessions_opts *zl_sessions_get_opts(const zl_sessions *s) { return &s->o; }
+
+zl_sess_status zl_sessions_create(zl_sessions *s, const char *id, const char *tenant, double created_unix,
+                                  zl_session_info *info) {
+    sess *x = calloc(1, sizeof *x);
+    if (!x) return ZL_SESS_LIMIT;
+    snprintf(x->id, sizeof x->id, "%s", id);
+    snprintf(x->tenant, sizeof x->tenant, "%s", tenant);
+    x->created_unix = created_unix;
+    x->last_used = mono_ms();
+    pthread_mutex_lock(&s->mu);
+    int live = 0;
+    sess *lru = NULL;
+    for (sess *y = s->head; y; y = y->next) {
+        if (y->state != ZL_SESS_OK || strcmp(y->tenant, tenant)) continue;
+        live++;
+        if (!y->busy && (!lru || y->last_used < lru->last_used)) lru = y;
+    }
+    if (live >= s->o.max_per_tenant) {
+        if (!lru) {
+            pthread_mutex_unlock(&s->mu);
+            free(x);
+            return ZL_SESS_LIMIT;
+        }
+        sess_kill(s, lru, ZL_SESS_EVICTED);
+    }
+    x->next = s->head;
+    s->head = x;
+    fill_info(s, x, info);
+    pthread_mutex_unlock(&s->mu);
+    return ZL_SESS_OK;
+}
+
+zl_sess_status zl_sessions_info(zl_sessions *s, const char *id, const char *tenant, zl_session_info *info) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup(s, id, tenant, &x);
+    if (st == ZL_SESS_OK) fill_info(s, x, info);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+zl_sess_status zl_sessions_delete(zl_sessions *s, const char *id, const char *tenant) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup(s, id, tenant, &x);
+    if (st == ZL_SESS_OK) sess_kill(s, x, ZL_SESS_DELETED); /* a running job's sequence is zeroed when it comes back */
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *tenant) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup(s, id, tenant, &x);
+    if (st == ZL_SESS_OK && x->busy) st = ZL_SESS_BUSY;
+    if (st == ZL_SESS_OK) {
+        if (x->seq) zl_seq_truncate(x->seq, 0);
+        x->committed = 0;
+        x->prefill_at = 0;
+        free(x->history);
+        x->history = NULL;
+        x->last_used = mono_ms();
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *tenant) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup(s, id, tenant, &x);
+    if (st == ZL_SESS_OK && !x->busy && mono_ms() - x->last_used > s->o.ttl_s * 1e3) {
+        sess_kill(s, x, ZL_SESS_EXPIRED); /* the sweeper had not got to it yet */
+        st = ZL_SESS_EXPIRED;
+    }
+    if (st == ZL_SESS_OK && x->busy) st = ZL_SESS_BUSY;
+    if (st == ZL_SESS_OK) {
+        x->busy = 1;
+        x->last_used = mono_ms();
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t len) {
+    pthread_mutex_lock(&s->mu);
+    sess *x = find(s, id);
+    if (x && x->state == ZL_SESS_OK) {
+        x->busy = 0;
+        x->last_used = mono_ms();
+        if (history) {
+            char *h = malloc(len + 1);
+            if (h) {
+                memcpy(h, history, len);
+                h[len] = 0;
+                free(x->history);
+                x->history = h;
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+char *zl_sessions_history(zl_sessions *s, const char *id, const char *tenant) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    char *h = NULL;
+    if (lookup(s, id, tenant, &x) == ZL_SESS_OK && x->history) h = strdup(x->history);
+    pthread_mutex_unlock(&s->mu);
+    return h;
+}
+
+zl_sess_status zl_sessions_check(zl_sessions *s, const char *id) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup(s, id, NULL, &x);
+    if (st == ZL_SESS_OK && mono_ms() - x->last_used > s->o.ttl_s * 1e3) {
+        sess_kill(s, x, ZL_SESS_EXPIRED);
+        st = ZL_SESS_EXPIRED;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+/* ---------------- job hooks (engine thread) ---------------- */
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt,
+                        zl_seq **seq, int *n_reused, char *err, size_t cap) {
+    hook_ud *h = ud;
+    zl_sessions *s = h->s;
+    zl_seq *q = NULL;
+    *seq = NULL;
+    *n_reused = 0;
+    if (h->has_id) {
+        pthread_mutex_lock(&s->mu);
+        sess *x;
+        zl_sess_status st = lookup(s, h->id, h->tenant, &x);
+        if (st == ZL_SESS_OK) {
+            q = x->seq;
+            x->seq = NULL;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (st != ZL_SESS_OK) {
+            snprintf(err, cap, "session %s", zl_sess_status_name(st));
+            return ZL_EINVAL;
+        }
+    }
+    zl_err e = {0};
+    if (q) {
+        int n_tok = 0;
+        const int32_t *have = zl_seq_tokens(q, &n_tok);
+        int keep = common_prefix(have, n_tok, prompt, n_prompt);
+        if (keep >= n_prompt) keep = n_prompt - 1; /* the last prompt token is evaluated again for its logits */
+        zl_seq_truncate(q, keep);
+        if (zl_seq_set_sampling(q, &so->sampling, &e)) {
+            seq_destroy(q);
+            snprintf(err, cap, "%s", e.msg);
+            return e.code;
+        }
+        *seq = q;
+        *n_reused = keep;
+        if (keep > 0) return 0;
+    } else if (zl_seq_new(&q, llm, so, &e)) {
+        snprintf(err, cap, "%s", e.msg);
+        return e.code;
+    }
+    *seq = q;
+    *n_reused = zl_pcache_lookup(s->pcache, h->tenant, prompt, n_prompt, q);
+    return 0;
+}
+
+static void hook_release(void *ud, zl_seq *q, zl_finish why) {
+    hook_ud *h = ud;
+    zl_sessions *s = h->s;
+    (void)why;
+    if (!h->has_id) {
+        zl_pcache_insert(s->pcache, h->tenant, q);
+        seq_destroy(q);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    if (lookup(s, h->id, h->tenant, &x) == ZL_SESS_OK && !x->seq) {
+        x->seq = q;
+        q = NULL;
+        x->last_used = mono_ms();
+        if (h->prefill) {
+            x->prefill_at = x->last_used;
+            if (x->committed > zl_seq_n_past(x->seq)) x->committed = zl_seq_n_past(x->seq);
+        } else {
+            x->committed = zl_seq_n_past(x->seq);
+            x->prefill_at = 0;
+        }
+        enforce_budget(s);
+    }
+    pthread_mutex_unlock(&s->mu);
+    seq_destroy(q); /* the session went away while the job ran */
+}
+
+int zl_sessions_hook_job(zl_sessions *s, zl_job *j, const char *tenant, const char *id, int prefill) {
+    hook_ud *h = calloc(1, sizeof *h);
+    if (!h) return ZL_ENOMEM;
+    h->s = s;
+    snprintf(h->tenant, sizeof h->tenant, "%s", tenant ? tenant : "");
+    if (id) {
+        snprintf(h->id, sizeof h->id, "%s", id);
+        h->has_id = 1;
+    }
+    h->prefill = prefill;
+    zl_job_hooks hk = {hook_acquire, hook_release, free, h};
+    zl_job_set_hooks(j, &hk);
+    if (prefill) zl_job_set_prefill_only(j);
+    return 0;
+}
+
+void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
+    memset(st, 0, sizeof *st);
+    pthread_mutex_lock(&s->mu);
+    for (sess *x = s->head; x; x = x->next) {
+        if (x->state != ZL_SESS_OK) continue;
+        st->active++;
+        if (x->seq) st->kv_bytes += zl_seq_kv_bytes_used(x->seq);
+    }
+    st->expired_total = s->expired_total;
+    st->evicted_total = s->evicted_total;
+    pthread_mutex_unlock(&s->mu);
+    zl_pcache_stats_get(s->pcache, &st->pcache);
+}
+
+zl_seq *zl_sessions_peek_seq(zl_sessions *s, const char *id) {
+    pthread_mutex_lock(&s->mu);
+    sess *x = find(s, id);
+    zl_seq *q = x && x->state == ZL_SESS_OK ? x->seq : NULL;
+    pthread_mutex_unlock(&s->mu);
+    return q;
+}

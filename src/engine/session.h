@@ -1,0 +1,102 @@
+/* session.h — sessions that keep a sequence's KV between requests, and the
+ * job hooks (sched.h) through which every request reaches the prefix cache.
+ *
+ * A session belongs to one tenant.  While idle it holds its sequence; a
+ * request on it borrows the sequence (acquire: the longest common token
+ * prefix with the new prompt is kept, the rest truncated and zeroed) and
+ * gives it back when the job ends (release).  Requests without a session
+ * get a fresh sequence seeded from the tenant's prefix cache and leave a
+ * snapshot there when they end.
+ *
+ * Ids and tenants are opaque strings chosen by the caller (the server signs
+ * tokens; nothing here knows HTTP, JSON or cryptography).  Every lookup
+ * compares the tenant.  Idle sessions expire after ttl; when the sessions'
+ * KV bytes exceed the budget, or a tenant opens more sessions than allowed,
+ * the least recently used idle sessions are evicted.  Expired, evicted,
+ * flushed and deleted sessions have their KV zeroed before it is freed, and
+ * leave a tombstone so their next use can say why they are gone.  A
+ * background thread applies expiry and drops typing-ahead input that was
+ * not followed by a request within prefill_idle. */
+#ifndef ZL_SESSION_H
+#define ZL_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prefix_cache.h"
+#include "sched.h"
+
+typedef struct zl_sessions zl_sessions;
+
+typedef struct zl_sessions_opts {
+    double ttl_s;          /* idle time before expiry (default 120) */
+    double prefill_idle_s; /* typing-ahead input kept this long without a request (default 3) */
+    int max_per_tenant;    /* live sessions per tenant (default 16) */
+    size_t kv_budget;      /* bytes of KV all idle sessions may hold (default 1 GiB) */
+    size_t pcache_bytes;   /* prefix cache bound (0: off) */
+    int pcache_block;      /* tokens per prefix-cache block (default 16) */
+} zl_sessions_opts;
+
+typedef enum {
+    ZL_SESS_OK = 0,
+    ZL_SESS_UNKNOWN,  /* no such id (or its tombstone aged out) */
+    ZL_SESS_TENANT,   /* exists but belongs to another tenant */
+    ZL_SESS_EXPIRED,  /* idle longer than ttl */
+    ZL_SESS_EVICTED,  /* dropped for memory or the per-tenant bound */
+    ZL_SESS_DELETED,
+    ZL_SESS_BUSY,     /* a request is running on it */
+    ZL_SESS_LIMIT,    /* tenant at its bound and none of its sessions idle */
+} zl_sess_status;
+const char *zl_sess_status_name(zl_sess_status s);
+
+typedef struct zl_session_info {
+    char id[80];
+    double created_unix, last_used_unix, expires_unix;
+    int n_tokens;  /* tokens cached */
+    int committed; /* tokens of completed requests (the rest is typing-ahead input) */
+    size_t kv_bytes;
+    int busy;
+} zl_session_info;
+
+typedef struct zl_sessions_stats {
+    int active;
+    uint64_t expired_total, evicted_total;
+    size_t kv_bytes;
+    zl_pcache_stats pcache;
+} zl_sessions_stats;
+
+int zl_sessions_new(zl_sessions **out, const zl_sessions_opts *o, zl_err *err);
+/* Stop the sweeper and zero everything.  Call after the scheduler stopped. */
+void zl_sessions_free(zl_sessions *s);
+const zl_sessions_opts *zl_sessions_get_opts(const zl_sessions *s);
+
+zl_sess_status zl_sessions_create(zl_sessions *s, const char *id, const char *tenant, double created_unix,
+                                  zl_session_info *info);
+zl_sess_status zl_sessions_info(zl_sessions *s, const char *id, const char *tenant, zl_session_info *info);
+zl_sess_status zl_sessions_delete(zl_sessions *s, const char *id, const char *tenant);
+/* Drop the cached tokens and zero their KV memory; the session stays. */
+zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *tenant);
+/* A request starts on the session: marks it busy (one request at a time). */
+zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *tenant);
+/* The request ended.  history (may be NULL: unchanged) replaces the stored
+ * conversation text. */
+void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t len);
+/* Copy of the stored conversation (malloc'd, NUL-terminated; NULL if none). */
+char *zl_sessions_history(zl_sessions *s, const char *id, const char *tenant);
+/* Is the session still usable by the request that began on it?  (A stream
+ * checks this between chunks; a busy session past its deadline expires here.) */
+zl_sess_status zl_sessions_check(zl_sessions *s, const char *id);
+
+/* Install acquire/release hooks on a job before submit: through the session
+ * `id` when non-NULL, else through the tenant's prefix cache.  prefill: the
+ * job is typing-ahead input (kept uncommitted). */
+int zl_sessions_hook_job(zl_sessions *s, zl_job *j, const char *tenant, const char *id, int prefill);
+
+void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st);
+
+/* For tests: the sequence a session holds while idle (NULL if none). */
+zl_seq *zl_sessions_peek_seq(zl_sessions *s, const char *id);
+/* For tests: run the sweeper once now. */
+void zl_sessions_sweep(zl_sessions *s);
+
+#endif

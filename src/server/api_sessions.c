@@ -1,0 +1,503 @@
+/* api_sessions.c — sessions over HTTP: create/get/delete/flush, typing-ahead
+ * prefill, and the per-request glue that puts every generation through the
+ * session store and the tenant's prefix cache (engine/session.h).
+ *
+ * Tenants: the API key when keys are configured (kept only as a SHA-256
+ * digest); otherwise the body's `user` / `metadata.user_id`, else the
+ * X-Zerolayer-User header, else "anonymous".
+ *
+ * Tokens: "<id>.<created ms>.<hex HMAC-SHA256(secret, id \n tenant \n created)>".
+ * The tenant is not in the token: it is what the request authenticates as,
+ * so another tenant's (or an altered, or forged) token fails the MAC -> 403.
+ * The secret is random per start unless --session-secret-file names a file
+ * (its SHA-256 is the key), which lets tokens survive a restart's checks
+ * (the sessions themselves do not: KV lives in memory only). */
+#include <ctype.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/err.h"
+#include "http.h"
+
+struct zl_sess_req {
+    zl_srv *srv;
+    char tenant[128];
+    char id[80];
+    int append;
+    json_t *conv; /* this request's whole conversation, [{role, content}] */
+    json_t *hist; /* stored conversation (append mode); owns strings that merged messages point to */
+};
+
+/* ---------------- setup, tenants, tokens ---------------- */
+
+int zl_sessions_setup(zl_srv *srv, zl_err *err) {
+    const zl_server_opts *o = &srv->o;
+    if (o->session_secret_file) {
+        FILE *f = fopen(o->session_secret_file, "rb");
+        if (!f) return zl_errf(err, ZL_EIO, "--session-secret-file: cannot open %s", o->session_secret_file);
+        unsigned char buf[4096];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        if (n < 16)
+            return zl_errf(err, ZL_EINVAL, "--session-secret-file: %s holds %zu bytes; at least 16 are needed",
+                           o->session_secret_file, n);
+        SHA256(buf, n, srv->sess_secret);
+        OPENSSL_cleanse(buf, sizeof buf);
+    } else if (RAND_bytes(srv->sess_secret, sizeof srv->sess_secret) != 1) {
+        return zl_errf(err, ZL_EIO, "cannot draw a random session secret");
+    }
+    srv->sess_secret_len = sizeof srv->sess_secret;
+    zl_sessions_opts so = {
+        .ttl_s = o->session_ttl_s,
+        .prefill_idle_s = o->prefill_idle_s,
+        .max_per_tenant = o->sessions_per_tenant,
+        .kv_budget = o->session_kv_budget,
+        .pcache_bytes = o->prefix_cache_bytes < 0 ? 0 : o->prefix_cache_bytes ? (size_t)o->prefix_cache_bytes : (size_t)256 << 20,
+        .pcache_block = 16,
+    };
+    return zl_sessions_new(&srv->sessions, &so, err);
+}
+
+static void hex(const unsigned char *b, size_t n, char *out) {
+    for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+static void tenant_of(zl_req *r, const char *user, char *out, size_t cap) {
+    if (r->srv->o.n_api_keys) {
+        const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-api-key");
+        const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+        if (!key && auth && !strncasecmp(auth, "Bearer ", 7)) {
+            key = auth + 7;
+            while (*key == ' ') key++;
+        }
+        unsigned char d[32];
+        char h[65];
+        SHA256((const unsigned char *)(key ? key : ""), key ? strlen(key) : 0, d);
+        hex(d, 16, h);
+        snprintf(out, cap, "key:%s", h);
+        return;
+    }
+    if (!user || !*user) user = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-User");
+    if (user && *user) snprintf(out, cap, "user:%s", user);
+    else snprintf(out, cap, "anonymous");
+}
+
+static void token_mac(const zl_srv *srv, const char *id, const char *tenant, const char *created, char out[65]) {
+    char msg[512];
+    int n = snprintf(msg, sizeof msg, "%s\n%s\n%s", id, tenant, created);
+    unsigned char mac[32];
+    unsigned int ml = 0;
+    HMAC(EVP_sha256(), srv->sess_secret, (int)srv->sess_secret_len, (const unsigned char *)msg, (size_t)n, mac, &ml);
+    hex(mac, 32, out);
+}
+
+/* 0 and the session id when tok is a valid token of this tenant, else -1. */
+static int token_check(const zl_srv *srv, const char *tok, const char *tenant, char *id, size_t cap) {
+    const char *d1 = strchr(tok, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+    if (!d1 || !d2 || d1 == tok || (size_t)(d1 - tok) >= cap || d2 - d1 - 1 < 1 || d2 - d1 - 1 > 20 ||
+        strlen(d2 + 1) != 64)
+        return -1;
+    for (const char *p = tok; p < d1; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_') return -1;
+    for (const char *p = d1 + 1; p < d2; p++)
+        if (!isdigit((unsigned char)*p)) return -1;
+    char sid[80], created[24], want[65];
+    snprintf(sid, sizeof sid, "%.*s", (int)(d1 - tok), tok);
+    snprintf(created, sizeof created, "%.*s", (int)(d2 - d1 - 1), d1 + 1);
+    token_mac(srv, sid, tenant, created, want);
+    if (CRYPTO_memcmp(want, d2 + 1, 64)) return -1;
+    snprintf(id, cap, "%s", sid);
+    return 0;
+}
+
+/* ---------------- errors ---------------- */
+
+static enum MHD_Result sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static enum MHD_Result sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *type = status == 403 ? "permission_error"
+                       : status == 404 ? "not_found_error"
+                       : status == 429 ? "rate_limit_error"
+                       : status == 400 ? "invalid_request_error"
+                                       : "session_error";
+    json_t *j;
+    if (r->api == ZL_API_ANTHROPIC)
+        j = json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", "error", "error", "type", type, "message", msg, "reason",
+                      reason);
+    else
+        j = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type", type, "param", "code", reason);
+    return zl_reply_json(r, status, j, NULL);
+}
+
+static enum MHD_Result status_reply(zl_req *r, zl_sess_status st, const char *id) {
+    switch (st) {
+    case ZL_SESS_UNKNOWN: return sess_error(r, 404, "not_found", "session %s does not exist", id);
+    case ZL_SESS_TENANT: return sess_error(r, 403, "forbidden", "session %s belongs to another tenant", id);
+    case ZL_SESS_EXPIRED:
+        return sess_error(r, 410, "expired", "session %s expired after %.0f s idle; create a new one", id,
+                          zl_sessions_get_opts(r->srv->sessions)->ttl_s);
+    case ZL_SESS_EVICTED:
+        return sess_error(r, 410, "evicted", "session %s was evicted (KV memory budget or per-tenant session bound); "
+                                             "create a new one", id);
+    case ZL_SESS_DELETED: return sess_error(r, 410, "deleted", "session %s was deleted", id);
+    case ZL_SESS_BUSY:
+        return sess_error(r, 409, "busy", "session %s is running another request; one request at a time", id);
+    case ZL_SESS_LIMIT:
+        return sess_error(r, 429, "limit", "this tenant has the most sessions allowed and all of them are busy");
+    default: return sess_error(r, 500, "internal", "session error");
+    }
+}
+
+static enum MHD_Result bad_token(zl_req *r) {
+    return sess_error(r, 403, "invalid_token",
+                      "session token rejected: it is malformed, altered, forged, or belongs to another tenant");
+}
+
+/* ---------------- per generation request ---------------- */
+
+static const char *token_from(zl_req *r, json_t *body) {
+    const char *t = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-Session");
+    json_t *b = body ? json_object_get(body, "session") : NULL;
+    if (!t && b && json_is_string(b)) t = json_string_value(b);
+    return t;
+}
+
+static void sess_req_free(zl_sess_req *c) {
+    if (!c) return;
+    json_decref(c->conv);
+    json_decref(c->hist);
+    free(c);
+}
+
+int zl_sess_open(zl_req *r, json_t *body, const char *user, zl_sess_req **out) {
+    *out = NULL;
+    zl_sess_req *c = calloc(1, sizeof *c);
+    if (!c) { zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
+    c->srv = r->srv;
+    tenant_of(r, user, c->tenant, sizeof c->tenant);
+    json_t *bs = body ? json_object_get(body, "session") : NULL;
+    if (bs && !json_is_string(bs) && !json_is_null(bs)) {
+        zl_reply_error(r, ZL_E_INVALID, "session", "session: expected a session token string");
+        free(c);
+        return -1;
+    }
+    const char *mode = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-Session-Mode");
+    if (mode && strcasecmp(mode, "append") && strcasecmp(mode, "full")) {
+        zl_reply_error(r, ZL_E_INVALID, NULL, "X-Zerolayer-Session-Mode: '%s' is not \"append\" or \"full\"", mode);
+        free(c);
+        return -1;
+    }
+    c->append = mode && !strcasecmp(mode, "append");
+    const char *tok = token_from(r, body);
+    if (!tok && c->append) {
+        zl_reply_error(r, ZL_E_INVALID, NULL, "X-Zerolayer-Session-Mode: append needs a session");
+        free(c);
+        return -1;
+    }
+    if (tok) {
+        if (token_check(r->srv, tok, c->tenant, c->id, sizeof c->id)) {
+            bad_token(r);
+            free(c);
+            return -1;
+        }
+        zl_sess_status st = zl_sessions_begin(r->srv->sessions, c->id, c->tenant);
+        if (st != ZL_SESS_OK) {
+            status_reply(r, st, c->id);
+            free(c);
+            return -1;
+        }
+        snprintf(r->sess_id, sizeof r->sess_id, "%s", c->id);
+    }
+    *out = c;
+    return 0;
+}
+
+int zl_sess_merge(zl_sess_req *c, zl_req *r, const zl_chat_msg *msgs, int n, zl_chat_msg **all, int *n_all) {
+    *all = NULL;
+    *n_all = 0;
+    if (c->append && c->id[0]) {
+        char *h = zl_sessions_history(r->srv->sessions, c->id, c->tenant);
+        if (h) c->hist = json_loads(h, 0, NULL);
+        free(h);
+    }
+    int nh = c->hist ? (int)json_array_size(c->hist) : 0;
+    /* the stored conversation already has its system prompt */
+    int skip = nh > 0 && n > 0 && !strcmp(msgs[0].role, "system");
+    zl_chat_msg *m = calloc((size_t)(nh + n + 1), sizeof *m);
+    c->conv = json_array();
+    if (!m || !c->conv) {
+        free(m);
+        zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+        return -1;
+    }
+    int k = 0;
+    for (int i = 0; i < nh; i++) {
+        json_t *x = json_array_get(c->hist, (size_t)i);
+        const char *role = json_string_value(json_object_get(x, "role"));
+        const char *content = json_string_value(json_object_get(x, "content"));
+        if (role && content) m[k++] = (zl_chat_msg){role, content};
+    }
+    for (int i = skip; i < n; i++) m[k++] = msgs[i];
+    for (int i = 0; i < k; i++)
+        json_array_append_new(c->conv, json_pack("{s:s, s:s}", "role", m[i].role, "content", m[i].content));
+    *all = m;
+    *n_all = k;
+    return 0;
+}
+
+static int hook_job(void *ud, zl_job *j, int choice) {
+    zl_sess_req *c = ud;
+    return zl_sessions_hook_job(c->srv->sessions, j, c->tenant, choice == 0 && c->id[0] ? c->id : NULL, 0);
+}
+
+static void on_end(zl_gen *g, void *ud) {
+    zl_sess_req *c = ud;
+    if (c->id[0]) {
+        char *hist = NULL;
+        if (g && c->conv && g->n == 1 &&
+            (g->ch[0].end == ZL_GEN_EOG || g->ch[0].end == ZL_GEN_LENGTH || g->ch[0].end == ZL_GEN_STOP)) {
+            const zl_buf *t = &g->ch[0].text;
+            json_array_append_new(c->conv, json_pack("{s:s, s:o}", "role", "assistant", "content",
+                                                     zl_json_lossy_string(t->p ? t->p : "", t->n)));
+            hist = json_dumps(c->conv, JSON_COMPACT);
+        }
+        zl_sessions_end(c->srv->sessions, c->id, hist, hist ? strlen(hist) : 0);
+        free(hist);
+    }
+    sess_req_free(c);
+}
+
+void zl_sess_params(zl_sess_req *c, zl_gen_params *gp) {
+    gp->hook_job = hook_job;
+    gp->hook_ud = c;
+    gp->on_end = on_end;
+    gp->end_ud = c;
+}
+
+void zl_sess_close(zl_sess_req *c) {
+    if (!c) return;
+    if (c->id[0]) zl_sessions_end(c->srv->sessions, c->id, NULL, 0);
+    sess_req_free(c);
+}
+
+/* ---------------- routes ---------------- */
+
+static json_t *info_json(const zl_session_info *in) {
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:I, s:b}", "id", in->id, "object", "session",
+                     "created_at", (json_int_t)in->created_unix, "last_used_at", (json_int_t)in->last_used_unix,
+                     "expires_at", (json_int_t)(in->expires_unix + 0.999), "cached_tokens", in->n_tokens,
+                     "committed_tokens", in->committed, "kv_bytes", (json_int_t)in->kv_bytes, "busy", in->busy);
+}
+
+static const char *body_user(json_t *b) {
+    if (!b) return NULL;
+    const char *u = json_string_value(json_object_get(b, "user"));
+    if (!u) u = json_string_value(json_object_get(json_object_get(b, "metadata"), "user_id"));
+    return u;
+}
+
+static enum MHD_Result sess_create(zl_req *r, json_t *b) {
+    char tenant[128], id[80], created[24], mac[65];
+    tenant_of(r, body_user(b), tenant, sizeof tenant);
+    zl_rand_id(id, sizeof id, "zs_");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    snprintf(created, sizeof created, "%lld", ms);
+    zl_session_info in;
+    zl_sess_status st = zl_sessions_create(r->srv->sessions, id, tenant, (double)ms / 1e3, &in);
+    if (st != ZL_SESS_OK) return status_reply(r, st, id);
+    token_mac(r->srv, id, tenant, created, mac);
+    char token[200];
+    snprintf(token, sizeof token, "%s.%s.%s", id, created, mac);
+    json_t *j = info_json(&in);
+    json_object_set_new(j, "token", json_string(token));
+    return zl_reply_json(r, 200, j, NULL);
+}
+
+/* Render + tokenize the prefill input: messages (full history or, in append
+ * mode, the new ones), an optional top-level system, and/or `text` (a partial
+ * user message appended after them). */
+static enum MHD_Result sess_prefill(zl_req *r, json_t *b, const char *id, const char *tenant) {
+    zl_srv *srv = r->srv;
+    zl_sess_req c = {.srv = srv};
+    snprintf(c.id, sizeof c.id, "%s", id);
+    snprintf(c.tenant, sizeof c.tenant, "%s", tenant);
+    const char *mode = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-Session-Mode");
+    json_t *msgs = json_object_get(b, "messages"), *text = json_object_get(b, "text"), *sys = json_object_get(b, "system");
+    c.append = (mode && !strcasecmp(mode, "append")) || (!msgs && text);
+    if (msgs && !json_is_array(msgs)) return zl_reply_error(r, ZL_E_INVALID, "messages", "messages: expected an array");
+    if (text && !json_is_string(text)) return zl_reply_error(r, ZL_E_INVALID, "text", "text: expected a string");
+    if (sys && !json_is_string(sys)) return zl_reply_error(r, ZL_E_INVALID, "system", "system: expected a string");
+    if (!msgs && !text) return zl_reply_error(r, ZL_E_INVALID, "messages", "prefill needs `messages` or `text`");
+    size_t nm = msgs ? json_array_size(msgs) : 0;
+    zl_chat_msg *m = calloc(nm + 2, sizeof *m);
+    if (!m) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    int k = 0;
+    if (sys) m[k++] = (zl_chat_msg){"system", json_string_value(sys)};
+    for (size_t i = 0; i < nm; i++) {
+        json_t *x = json_array_get(msgs, i);
+        const char *role = json_string_value(json_object_get(x, "role"));
+        json_t *ct = json_object_get(x, "content");
+        const char *content = json_string_value(ct);
+        if (!content && json_is_array(ct) && json_array_size(ct) == 1)
+            content = json_string_value(json_object_get(json_array_get(ct, 0), "text"));
+        if (!role || !content) {
+            free(m);
+            return zl_reply_error(r, ZL_E_INVALID, "messages",
+                                  "messages[%zu]: expected {role, content} with text content", i);
+        }
+        m[k++] = (zl_chat_msg){!strcmp(role, "developer") ? "system" : role, content};
+    }
+    if (text) m[k++] = (zl_chat_msg){"user", json_string_value(text)};
+    zl_chat_msg *all = NULL;
+    int n_all = 0;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    enum MHD_Result ret = MHD_YES;
+    if (zl_sess_merge(&c, r, m, k, &all, &n_all) || zl_chat_tokens(r, all, n_all, &ids, &n_ids)) goto out;
+    if (zl_prompt_check(r, ids, n_ids, 0, "messages")) goto out;
+    zl_sampling smp = zl_sampling_defaults();
+    smp.temp = 0;
+    zl_job *j = zl_job_new(ids, (int)n_ids, &smp, 1, -1);
+    if (!j || zl_sessions_hook_job(srv->sessions, j, tenant, id, 1)) {
+        zl_job_release(j);
+        ret = zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+        goto out;
+    }
+    if (zl_sched_submit(srv->sched, j)) {
+        zl_job_release(j);
+        ret = zl_reply_error(r, ZL_E_BUSY, NULL, "the server is at capacity; retry shortly");
+        goto out;
+    }
+    zl_finish fin = ZL_FINISH_NONE;
+    zl_job_tok dummy;
+    while (zl_job_read(srv->sched, j, 0, &dummy, 0, &fin), !fin) {
+        if (!zl_conn_alive(r->fd)) { zl_job_cancel(j); }
+        zl_sched_wait(srv->sched, 25);
+    }
+    zl_job_times t;
+    zl_job_get_times(srv->sched, j, &t);
+    zl_job_release(j);
+    if (fin == ZL_FINISH_ERROR) {
+        ret = sess_error(r, 500, "internal", "prefill failed: %s", t.error);
+        goto out;
+    }
+    ret = zl_reply_json(r, 200,
+                        json_pack("{s:s, s:s, s:i, s:i, s:i, s:f}", "object", "session.prefill", "id", id,
+                                  "cached_tokens", (int)n_ids, "reused_tokens", t.n_cached, "prefilled_tokens",
+                                  (int)n_ids - t.n_cached, "prefill_ms",
+                                  t.t_done > t.t_admit ? t.t_done - t.t_admit : 0.0),
+                        NULL);
+out:
+    free(ids);
+    free(all);
+    free(m);
+    json_decref(c.conv);
+    json_decref(c.hist);
+    return ret;
+}
+
+enum MHD_Result zl_api_sessions(zl_req *r, const char *method) {
+    const char *u = r->url + 12; /* after "/v1/sessions" */
+    int post = !strcmp(method, "POST"), get = !strcmp(method, "GET"), del = !strcmp(method, "DELETE");
+    json_t *b = NULL;
+    if (post && r->body.n) {
+        zl_verr ve = {{0}, {0}};
+        if (!(b = zl_json_parse_body(r->body.p, r->body.n, &ve))) return zl_reply_error(r, ZL_E_INVALID, ve.param, "%s", ve.msg);
+    }
+    enum MHD_Result ret;
+    if (!*u || !strcmp(u, "/")) {
+        ret = post ? sess_create(r, b)
+                   : zl_reply_error(r, ZL_E_METHOD, NULL, "%s is not allowed on /v1/sessions (use POST)", method);
+        json_decref(b);
+        return ret;
+    }
+    char id[80], action[16] = "";
+    const char *p = u + 1, *slash = strchr(p, '/');
+    size_t il = slash ? (size_t)(slash - p) : strlen(p);
+    if (!il || il >= sizeof id || (slash && strlen(slash + 1) >= sizeof action)) {
+        json_decref(b);
+        return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no route for %s %s", method, r->url);
+    }
+    snprintf(id, sizeof id, "%.*s", (int)il, p);
+    if (slash) snprintf(action, sizeof action, "%s", slash + 1);
+    int known = (!*action && (get || del)) || ((!strcmp(action, "flush") || !strcmp(action, "prefill")) && post);
+    if (!known) {
+        json_decref(b);
+        if (!*action || !strcmp(action, "flush") || !strcmp(action, "prefill"))
+            return zl_reply_error(r, ZL_E_METHOD, NULL, "%s is not allowed on %s", method, r->url);
+        return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no route for %s %s", method, r->url);
+    }
+    char tenant[128], tid[80];
+    tenant_of(r, body_user(b), tenant, sizeof tenant);
+    const char *tok = token_from(r, b);
+    zl_sessions *ss = r->srv->sessions;
+    if (!tok) ret = sess_error(r, 403, "missing_token", "this route needs the session token (X-Zerolayer-Session)");
+    else if (token_check(r->srv, tok, tenant, tid, sizeof tid) || strcmp(tid, id)) ret = bad_token(r);
+    else if (get) {
+        zl_session_info in;
+        zl_sess_status st = zl_sessions_info(ss, id, tenant, &in);
+        ret = st ? status_reply(r, st, id) : zl_reply_json(r, 200, info_json(&in), NULL);
+    } else if (del) {
+        zl_sess_status st = zl_sessions_delete(ss, id, tenant);
+        ret = st ? status_reply(r, st, id)
+                 : zl_reply_json(r, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "session", "deleted", 1), NULL);
+    } else if (!strcmp(action, "flush")) {
+        zl_sess_status st = zl_sessions_flush(ss, id, tenant);
+        ret = st ? status_reply(r, st, id)
+                 : zl_reply_json(r, 200, json_pack("{s:s, s:s, s:b, s:i}", "id", id, "object", "session", "flushed",
+                                                   1, "cached_tokens", 0),
+                                 NULL);
+    } else if (!b) {
+        ret = zl_reply_error(r, ZL_E_INVALID, NULL, "prefill needs a JSON body with `messages` or `text`");
+    } else {
+        zl_sess_status st = zl_sessions_begin(ss, id, tenant);
+        if (st) ret = status_reply(r, st, id);
+        else {
+            ret = sess_prefill(r, b, id, tenant);
+            zl_sessions_end(ss, id, NULL, 0);
+        }
+    }
+    json_decref(b);
+    return ret;
+}
+
+void zl_sessions_metrics(zl_srv *srv, zl_buf *o) {
+    zl_sessions_stats st;
+    zl_sessions_stats_get(srv->sessions, &st);
+    zl_buf_printf(o,
+                  "# HELP zerolayer_prefix_cache_hit_tokens_total Prompt tokens served from the prefix cache.\n"
+                  "# TYPE zerolayer_prefix_cache_hit_tokens_total counter\nzerolayer_prefix_cache_hit_tokens_total %llu\n"
+                  "# HELP zerolayer_prefix_cache_query_tokens_total Prompt tokens looked up in the prefix cache.\n"
+                  "# TYPE zerolayer_prefix_cache_query_tokens_total counter\nzerolayer_prefix_cache_query_tokens_total %llu\n"
+                  "# HELP zerolayer_prefix_cache_bytes KV bytes held by the prefix cache.\n"
+                  "# TYPE zerolayer_prefix_cache_bytes gauge\nzerolayer_prefix_cache_bytes %zu\n"
+                  "# HELP zerolayer_prefix_cache_entries Snapshots in the prefix cache.\n"
+                  "# TYPE zerolayer_prefix_cache_entries gauge\nzerolayer_prefix_cache_entries %d\n"
+                  "# HELP zerolayer_sessions_active Live sessions.\n"
+                  "# TYPE zerolayer_sessions_active gauge\nzerolayer_sessions_active %d\n"
+                  "# HELP zerolayer_sessions_expired_total Sessions expired after their idle TTL.\n"
+                  "# TYPE zerolayer_sessions_expired_total counter\nzerolayer_sessions_expired_total %llu\n"
+                  "# HELP zerolayer_sessions_evicted_total Sessions evicted (KV budget or per-tenant bound).\n"
+                  "# TYPE zerolayer_sessions_evicted_total counter\nzerolayer_sessions_evicted_total %llu\n"
+                  "# HELP zerolayer_sessions_kv_bytes KV bytes held by idle sessions.\n"
+                  "# TYPE zerolayer_sessions_kv_bytes gauge\nzerolayer_sessions_kv_bytes %zu\n",
+                  (unsigned long long)st.pcache.hit_tokens, (unsigned long long)st.pcache.query_tokens, st.pcache.bytes,
+                  st.pcache.entries, st.active, (unsigned long long)st.expired_total,
+                  (unsigned long long)st.evicted_total, st.kv_bytes);
+}

@@ -24,7 +24,9 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../base/cpu.h"
@@ -43,16 +45,6 @@ ZL_INLINE __m512i mac_u8s8(__m512i acc, __m512i u, __m512i s, const int vnni) {
 ZL_INLINE __m512i mac_s16(__m512i acc, __m512i a, __m512i b, const int vnni) {
     if (vnni) return _mm512_dpwssd_epi32(acc, a, b);
     return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
-}
-
-ZL_INLINE __m512i load_2x256(const void *lo, const void *hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)),
-                              _mm256_loadu_si256((const __m256i *)hi), 1);
-}
-
-/* 8 lanes of a, 8 lanes of b */
-ZL_INLINE __m512 split_scale(float a, float b) {
-    return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
 }
 
 ZL_INLINE float hsum256(__m256 v) {
@@ -115,48 +107,59 @@ ZL_INLINE float dot_half(const void *w, const void *x, int64_t n, const int bf) 
 static float dot_f16(const void *w, const void *x, int64_t n) { return dot_half(w, x, n, 0); }
 static float dot_bf16(const void *w, const void *x, int64_t n) { return dot_half(w, x, n, 1); }
 
-/* ---- Q8_0 · Q8_0 -------------------------------------------------------- */
+/* ---- Q8_0 · Q8_0 and Q4_0 · Q8_0 --------------------------------------- */
+/* Four blocks at a time.  A block row is not 64-byte friendly (18 or 34
+ * bytes per block), so 16-bit permutes (vpermt2w, AVX512BW; every field of
+ * these blocks starts at an even offset) pull the quants of four blocks out
+ * of two plain loads: for Q8_0, the first and second 16 quants of each block
+ * ("lo", "hi"), for Q4_0 the 16 nibble bytes, whose low nibbles then line up
+ * with the activations' lo half and high nibbles with the hi half.  The
+ * f16 scales of the four blocks come out of the same loads, one per 4 int32
+ * lanes, so one convert + multiply scales all four partial sums. */
+static const uint16_t k_w_q4_0_qs[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12, 13, 14, 15, 16, 17,
+                                       19, 20, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 35};
+static const uint16_t k_w_q4_0_d[32] = {0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27, 27, 27, 27};
+/* Word-permute tables (AVX512BW).  lo: words 17k+1..17k+8 of bytes 0..127; hi: words 17k+9..17k+16 of bytes 8..135 */
+static const uint16_t k_w_q8_0_lo[32] = {1,  2,  3,  4,  5,  6,  7,  8,  18, 19, 20, 21, 22, 23, 24, 25,
+                                       35, 36, 37, 38, 39, 40, 41, 42, 52, 53, 54, 55, 56, 57, 58, 59};
+static const uint16_t k_w_q8_0_hi[32] = {5,  6,  7,  8,  9,  10, 11, 12, 22, 23, 24, 25, 26, 27, 28, 29,
+                                       39, 40, 41, 42, 43, 44, 45, 46, 56, 57, 58, 59, 60, 61, 62, 63};
+static const uint16_t k_w_q8_0_d[32] = {0, 0, 0, 0, 17, 17, 17, 17, 34, 34, 34, 34, 51, 51, 51, 51};
 
-/* One leftover block, scalar (rows of an odd number of 32-blocks are rare). */
+/* Byte-permute tables (AVX512_VBMI): the same selections, byte by byte. */
+static const uint8_t k_b_q4_0_qs[64] = {
+      2,   3,   4,   5,   6,   7,   8,   9,  10,  11,  12,  13,  14,  15,  16,  17,
+     20,  21,  22,  23,  24,  25,  26,  27,  28,  29,  30,  31,  32,  33,  34,  35,
+     38,  39,  40,  41,  42,  43,  44,  45,  46,  47,  48,  49,  50,  51,  52,  53,
+     56,  57,  58,  59,  60,  61,  62,  63,  64,  65,  66,  67,  68,  69,  70,  71};
+static const uint8_t k_b_q4_0_d[64] = {
+      0,   1,   0,   1,   0,   1,   0,   1,  18,  19,  18,  19,  18,  19,  18,  19,
+     36,  37,  36,  37,  36,  37,  36,  37,  54,  55,  54,  55,  54,  55,  54,  55};
+static const uint8_t k_b_q8_0_lo[64] = {
+      2,   3,   4,   5,   6,   7,   8,   9,  10,  11,  12,  13,  14,  15,  16,  17,
+     36,  37,  38,  39,  40,  41,  42,  43,  44,  45,  46,  47,  48,  49,  50,  51,
+     70,  71,  72,  73,  74,  75,  76,  77,  78,  79,  80,  81,  82,  83,  84,  85,
+    104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119};
+static const uint8_t k_b_q8_0_hi[64] = {
+     10,  11,  12,  13,  14,  15,  16,  17,  18,  19,  20,  21,  22,  23,  24,  25,
+     44,  45,  46,  47,  48,  49,  50,  51,  52,  53,  54,  55,  56,  57,  58,  59,
+     78,  79,  80,  81,  82,  83,  84,  85,  86,  87,  88,  89,  90,  91,  92,  93,
+    112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
+static const uint8_t k_b_q8_0_d[64] = {
+      0,   1,   0,   1,   0,   1,   0,   1,  34,  35,  34,  35,  34,  35,  34,  35,
+     68,  69,  68,  69,  68,  69,  68,  69, 102, 103, 102, 103, 102, 103, 102, 103};
+
+ZL_INLINE __m512i load_idx(const void *t) { return _mm512_loadu_si512(t); }
+
+/* Four Q8_0 blocks as lo / hi quant vectors and 16 scales (see the .inc). */
+typedef struct { __m512i lo, hi; __m512 d; } q8x4;
+
+/* One leftover block, scalar (rows of 32-blocks not a multiple of 4 are rare). */
 static float q8_0_block_tail(const zl_block_q8_0 *a, const zl_block_q8_0 *b) {
     int s = 0;
     for (int j = 0; j < ZL_QK; j++) s += a->qs[j] * b->qs[j];
     return h2f(a->d) * h2f(b->d) * (float)s;
 }
-
-/* |w| <= 128, |x| <= 127: pair sums fit int16 even without VNNI. */
-ZL_INLINE __m512i q8_pair_sum(const zl_block_q8_0 *a, const zl_block_q8_0 *b, const int vnni) {
-    __m512i wv = load_2x256(a[0].qs, a[1].qs);
-    __m512i xv = load_2x256(b[0].qs, b[1].qs);
-    __mmask64 neg = _mm512_movepi8_mask(wv);
-    __m512i sx = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
-    return mac_u8s8(_mm512_setzero_si512(), _mm512_abs_epi8(wv), sx, vnni);
-}
-
-ZL_INLINE float dot_q8_0_impl(const void *w, const void *x, int64_t n, const int vnni) {
-    const zl_block_q8_0 *a = w, *b = x;
-    const int64_t nb = n / ZL_QK;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        __m512i s0 = q8_pair_sum(a + i, b + i, vnni);
-        __m512i s1 = q8_pair_sum(a + i + 2, b + i + 2, vnni);
-        __m512 d0 = split_scale(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d));
-        __m512 d1 = split_scale(h2f(a[i + 2].d) * h2f(b[i + 2].d), h2f(a[i + 3].d) * h2f(b[i + 3].d));
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), d0, acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), d1, acc1);
-    }
-    for (; i + 2 <= nb; i += 2) {
-        __m512i s0 = q8_pair_sum(a + i, b + i, vnni);
-        __m512 d0 = split_scale(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d));
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), d0, acc0);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    if (i < nb) sum += q8_0_block_tail(a + i, b + i);
-    return sum;
-}
-
-/* ---- Q4_0 · Q8_0 -------------------------------------------------------- */
 
 static float q4_0_block_tail(const zl_block_q4_0 *a, const zl_block_q8_0 *b) {
     int s = 0;
@@ -165,42 +168,48 @@ static float q4_0_block_tail(const zl_block_q4_0 *a, const zl_block_q8_0 *b) {
     return h2f(a->d) * h2f(b->d) * (float)s;
 }
 
-/* Two blocks: nibbles 0..15 as [lo0 hi0 lo1 hi1] against [x0 x1], minus 8*sum(x). */
-ZL_INLINE __m512i q4_0_pair_sum(const zl_block_q4_0 *a, const zl_block_q8_0 *b, const int vnni) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
-    __m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)a[1].qs), _mm_loadu_si128((const __m128i *)a[0].qs));
-    __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
-    t = _mm512_and_si512(t, m4);                       /* [lo0 lo1 hi0 hi1] */
-    t = _mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(3, 1, 2, 0)); /* [lo0 hi0 lo1 hi1] */
-    __m512i xv = load_2x256(b[0].qs, b[1].qs);
-    __m512i s = mac_u8s8(_mm512_setzero_si512(), t, xv, vnni);
-    __m512i o = mac_u8s8(_mm512_setzero_si512(), eight, xv, vnni);
-    return _mm512_sub_epi32(s, o);
+/* s8 x s8 into int32 lanes.  VNNI: x+128 is unsigned, and
+ * sum((x+128)*w) - sum(128*w) = sum(x*w) with no saturation anywhere.
+ * Without VNNI maddubs would saturate on that, so the sign of w moves onto x
+ * instead (|w| <= 128, |x| <= 127: pair sums fit int16). */
+ZL_INLINE __m512i mac_s8s8(__m512i acc, __m512i w, __m512i x, const int vnni) {
+    if (vnni) {
+        const __m512i bias = _mm512_set1_epi8((char)0x80);
+        acc = _mm512_dpbusd_epi32(acc, _mm512_xor_si512(x, bias), w);
+        return _mm512_sub_epi32(acc, _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w));
+    }
+    __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+    return mac_u8s8(acc, _mm512_abs_epi8(w), sx, 0);
 }
 
-ZL_INLINE float dot_q4_0_impl(const void *w, const void *x, int64_t n, const int vnni) {
-    const zl_block_q4_0 *a = w;
-    const zl_block_q8_0 *b = x;
-    const int64_t nb = n / ZL_QK;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        __m512i s0 = q4_0_pair_sum(a + i, b + i, vnni);
-        __m512i s1 = q4_0_pair_sum(a + i + 2, b + i + 2, vnni);
-        __m512 d0 = split_scale(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d));
-        __m512 d1 = split_scale(h2f(a[i + 2].d) * h2f(b[i + 2].d), h2f(a[i + 3].d) * h2f(b[i + 3].d));
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), d0, acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), d1, acc1);
-    }
-    for (; i + 2 <= nb; i += 2) {
-        __m512i s0 = q4_0_pair_sum(a + i, b + i, vnni);
-        __m512 d0 = split_scale(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d));
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), d0, acc0);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    if (i < nb) sum += q4_0_block_tail(a + i, b + i);
-    return sum;
-}
+
+/* The kernels themselves, once per permute width: 16-bit permutes are
+ * several uops each, VBMI's byte permutes one, which is most of the
+ * difference on CPUs that have them.  The VBMI copy is compiled for that
+ * extension only (the file's flags stop at VNNI) and only dispatched to when
+ * CPUID reports it. */
+#define ZL_PERM2(a, i, b) _mm512_permutex2var_epi16(a, i, b)
+#define ZL_PERM1(i, a) _mm512_permutexvar_epi16(i, a)
+#define ZL_TAB(name) k_w_##name
+#define ZL_SFX(name) name##_w16
+#include "kernels_avx512_q8blk.inc"
+#undef ZL_PERM2
+#undef ZL_PERM1
+#undef ZL_TAB
+#undef ZL_SFX
+
+#pragma GCC push_options
+#pragma GCC target("avx512vbmi")
+#define ZL_PERM2(a, i, b) _mm512_permutex2var_epi8(a, i, b)
+#define ZL_PERM1(i, a) _mm512_permutexvar_epi8(i, a)
+#define ZL_TAB(name) k_b_##name
+#define ZL_SFX(name) name##_b8
+#include "kernels_avx512_q8blk.inc"
+#undef ZL_PERM2
+#undef ZL_PERM1
+#undef ZL_TAB
+#undef ZL_SFX
+#pragma GCC pop_options
 
 /* ---- K formats ---------------------------------------------------------- */
 
@@ -235,8 +244,6 @@ static const uint16_t k_idx_q6[4][32] = {
     ZL_ROW(0), ZL_ROW(1), ZL_ROW(2), ZL_ROW(3)
 #undef ZL_ROW
 };
-
-ZL_INLINE __m512i load_idx(const uint16_t *t) { return _mm512_loadu_si512((const void *)t); }
 
 /* Shared body of Q4_K and Q5_K (hb: with the fifth bit from qh).
  * Bounds: q <= 31, |x| <= 127 -> pair sums <= 7874; times a 6-bit scale, 4
@@ -338,25 +345,45 @@ ZL_INLINE float dot_q5_k_body(const void *w, const void *x, int64_t n, const int
     return dot_k45_impl(w, x, n, vnni, 1);
 }
 
-ZL_PAIR(dot_q8_0, dot_q8_0_impl)
-ZL_PAIR(dot_q4_0, dot_q4_0_impl)
 ZL_PAIR(dot_q4_k, dot_q4_k_body)
 ZL_PAIR(dot_q5_k, dot_q5_k_body)
 ZL_PAIR(dot_q6_k, dot_q6_k_impl)
 
-zl_dot_fn zl_dot_fn_avx512(zl_type t) {
-    const int vnni = zl_cpu_get()->avx512vnni;
+/* AVX512_VBMI is not part of zl_cpu's level: read it here (CPUID leaf 7,
+ * ECX bit 1); the OS support for zmm state is implied by the AVX-512 level.
+ * CPUID traps to the hypervisor in a VM (tens of microseconds), so the
+ * answer is kept; concurrent first calls store the same value. */
+static int cpu_has_vbmi(void) {
+    static _Atomic int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        unsigned a, b, c, d;
+        v = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 1) & 1);
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi) {
     switch (t) {
     case ZL_TYPE_F32: return dot_f32;
     case ZL_TYPE_F16: return dot_f16;
     case ZL_TYPE_BF16: return dot_bf16;
-    case ZL_TYPE_Q8_0: return vnni ? dot_q8_0_vnni : dot_q8_0_novnni;
-    case ZL_TYPE_Q4_0: return vnni ? dot_q4_0_vnni : dot_q4_0_novnni;
+    case ZL_TYPE_Q8_0:
+        if (vbmi) return vnni ? dot_q8_0_vnni_b8 : dot_q8_0_novnni_b8;
+        return vnni ? dot_q8_0_vnni_w16 : dot_q8_0_novnni_w16;
+    case ZL_TYPE_Q4_0:
+        if (vbmi) return vnni ? dot_q4_0_vnni_b8 : dot_q4_0_novnni_b8;
+        return vnni ? dot_q4_0_vnni_w16 : dot_q4_0_novnni_w16;
     case ZL_TYPE_Q4_K: return vnni ? dot_q4_k_vnni : dot_q4_k_novnni;
     case ZL_TYPE_Q5_K: return vnni ? dot_q5_k_vnni : dot_q5_k_novnni;
     case ZL_TYPE_Q6_K: return vnni ? dot_q6_k_vnni : dot_q6_k_novnni;
     default: return NULL;
     }
+}
+
+zl_dot_fn zl_dot_fn_avx512(zl_type t) {
+    return zl_dot_fn_avx512_variant(t, zl_cpu_get()->avx512vnni, cpu_has_vbmi());
 }
 
 /* ---- activation quantisers ---------------------------------------------- */
@@ -422,6 +449,7 @@ zl_quant_fn zl_quant_fn_avx512(zl_type partner) {
 
 #else /* not x86 */
 
+zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi) { (void)t; (void)vnni; (void)vbmi; return NULL; }
 zl_dot_fn zl_dot_fn_avx512(zl_type t) { (void)t; return NULL; }
 zl_quant_fn zl_quant_fn_avx512(zl_type partner) { (void)partner; return NULL; }
 

@@ -19,6 +19,9 @@ zl_dot_fn zl_dot_fn_ref(zl_type t);
 /* SIMD versions; NULL when the level has none for t or the CPU lacks it. */
 zl_dot_fn zl_dot_fn_avx2(zl_type t);
 zl_dot_fn zl_dot_fn_avx512(zl_type t);
+/* One AVX-512 instantiation by extension (VNNI, VBMI), whatever the CPU
+ * reports: for tests, which must only call what the CPU can run. */
+zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi);
 
 /* Fast activation quantiser for the dot partners (Q8_0, Q8_1, Q8_K) or NULL. */
 typedef void (*zl_quant_fn)(const float *x, void *dst, int64_t n);

@@ -17,6 +17,7 @@
 #include "base/pool.h"
 #include "gguf/gguf.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels_isa.h"
 #include "tensor/types.h"
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -447,6 +448,33 @@ Test(vec_dot, every_isa_matches_reference) {
             }
         }
     }
+}
+
+/* Every AVX-512 instantiation this CPU can run (with/without VNNI, with/without VBMI). */
+Test(vec_dot, avx512_variants) {
+    if (max_isa() < ZL_ISA_AVX512) cr_skip_test("no AVX-512");
+    const int has_vnni = zl_cpu_get()->avx512vnni, has_vbmi = !!__builtin_cpu_supports("avx512vbmi");
+    const int64_t sizes[] = {32, 96, 128, 160, 256, 4096, 4352};
+    for (int vnni = 0; vnni <= has_vnni; vnni++)
+        for (int vbmi = 0; vbmi <= has_vbmi; vbmi++)
+            for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+                zl_type t = k_weight_types[ti], p = zl_dot_partner(t);
+                zl_dot_fn f = zl_dot_fn_avx512_variant(t, vnni, vbmi);
+                if (!f) continue;
+                for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                    int64_t n = sizes[si];
+                    if (n % zl_type_traits_of(t)->blck) continue;
+                    void *w = malloc(zl_row_size(t, n)), *x = malloc(zl_row_size(p, n));
+                    random_weight_row(t, w, n);
+                    random_partner_row(p, x, n);
+                    double scale = abs_dot(t, w, p, x, n, NULL);
+                    float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x, n), got = f(w, x, n);
+                    REQUIRE(fabs((double)got - ref) <= 1e-5 * scale, "%s vnni=%d vbmi=%d n=%ld: got %.9g ref %.9g",
+                            tname(t), vnni, vbmi, (long)n, got, ref);
+                    free(w);
+                    free(x);
+                }
+            }
 }
 
 /* Small 32-block rows: the block-pair loops of the SIMD kernels must handle odd counts. */

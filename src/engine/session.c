@@ -21,6 +21,7 @@ typedef struct sess {
     double last_used;       /* monotonic ms */
     double gone_at;         /* monotonic ms, tombstones */
     zl_seq *seq;            /* NULL while a job holds it, or before the first request */
+    int seq_out;            /* a job holds the sequence */
     int busy, committed;
     double prefill_at;      /* monotonic ms of uncommitted typing-ahead input, 0: none */
     char *history;
@@ -30,7 +31,7 @@ typedef struct sess {
 struct zl_sessions {
     zl_sessions_opts o;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv, home_cv;
     pthread_t sweeper;
     int stop;
     sess *head;
@@ -98,6 +99,17 @@ static void fill_info(const zl_sessions *s, const sess *x, zl_session_info *info
     info->committed = x->committed;
     info->kv_bytes = x->seq ? zl_seq_kv_bytes_used(x->seq) : 0;
     info->busy = x->busy;
+}
+
+/* Under mu: a request just ended, but the engine thread gives the sequence
+ * back only when it reaps the job (next step); wait for that so info and
+ * flush see (and zero) the real state. */
+static void wait_home(zl_sessions *s, sess *x) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 2;
+    while (x->state == ZL_SESS_OK && x->seq_out && !x->busy)
+        if (pthread_cond_timedwait(&s->home_cv, &s->mu, &ts)) break;
 }
 
 /* Under mu: a live session of this tenant, or why not. */
@@ -177,6 +189,7 @@ int zl_sessions_new(zl_sessions **out, const zl_sessions_opts *o, zl_err *err) {
     if (rc) { free(s); return rc; }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->home_cv, NULL);
     if (pthread_create(&s->sweeper, NULL, sweeper_main, s)) {
         zl_pcache_free(s->pcache);
         free(s);
@@ -203,6 +216,7 @@ void zl_sessions_free(zl_sessions *s) {
     zl_pcache_free(s->pcache);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->home_cv);
     free(s);
 }
 
@@ -243,6 +257,8 @@ zl_sess_status zl_sessions_info(zl_sessions *s, const char *id, const char *tena
     pthread_mutex_lock(&s->mu);
     sess *x;
     zl_sess_status st = lookup(s, id, tenant, &x);
+    if (st == ZL_SESS_OK) wait_home(s, x);
+    if (st == ZL_SESS_OK && x->state != ZL_SESS_OK) st = x->state;
     if (st == ZL_SESS_OK) fill_info(s, x, info);
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -261,7 +277,9 @@ zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *ten
     pthread_mutex_lock(&s->mu);
     sess *x;
     zl_sess_status st = lookup(s, id, tenant, &x);
-    if (st == ZL_SESS_OK && x->busy) st = ZL_SESS_BUSY;
+    if (st == ZL_SESS_OK) wait_home(s, x);
+    if (st == ZL_SESS_OK && x->state != ZL_SESS_OK) st = x->state;
+    if (st == ZL_SESS_OK && (x->busy || x->seq_out)) st = ZL_SESS_BUSY;
     if (st == ZL_SESS_OK) {
         if (x->seq) zl_seq_truncate(x->seq, 0);
         x->committed = 0;
@@ -353,6 +371,7 @@ static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int3
         if (st == ZL_SESS_OK) {
             q = x->seq;
             x->seq = NULL;
+            x->seq_out = 1;
         }
         pthread_mutex_unlock(&s->mu);
         if (st != ZL_SESS_OK) {
@@ -395,7 +414,10 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
     }
     pthread_mutex_lock(&s->mu);
     sess *x;
-    if (lookup(s, h->id, h->tenant, &x) == ZL_SESS_OK && !x->seq) {
+    zl_sess_status st = lookup(s, h->id, h->tenant, &x);
+    if (x && st != ZL_SESS_TENANT) x->seq_out = 0;
+    pthread_cond_broadcast(&s->home_cv);
+    if (st == ZL_SESS_OK && !x->seq) {
         x->seq = q;
         q = NULL;
         x->last_used = mono_ms();

@@ -1,0 +1,305 @@
+/* test_sessions.c — sessions and the prefix cache at the engine level
+ * (engine/session.h, engine/prefix_cache.h, zl_seq_copy_prefix) on
+ * stories260K: continuation, prefix reuse and typing-ahead give the tokens of
+ * the stateless run; tenants never see each other's cache; flush, expiry and
+ * eviction zero the KV memory; statuses for unknown/foreign/expired ids. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine_internal.h"
+#include "engine/prefix_cache.h"
+#include "engine/session.h"
+#include "kv/kv.h"
+#include "zerolayer.h"
+
+#define MODEL ZL_ROOT "/models/stories260K.gguf"
+
+static zl_llm *g_llm;
+static zl_sched *g_sched;
+
+static void setup(void) {
+    zl_llm_opts lo = {.n_threads = 1};
+    cr_assert_eq(zl_llm_open(&g_llm, MODEL, &lo, NULL), 0);
+    zl_sched_opts so = {.n_parallel = 4, .max_queue = 64, .n_ctx = 256, .step_tokens = 64};
+    cr_assert_eq(zl_sched_new(&g_sched, g_llm, &so, NULL), 0);
+}
+static void teardown(void) {
+    zl_sched_free(g_sched);
+    zl_llm_close(g_llm);
+}
+
+static int tokenize(const char *text, int32_t **ids) {
+    size_t n = 0;
+    cr_assert_eq(zl_llm_tokenize(g_llm, text, strlen(text), 1, 0, ids, &n, NULL), 0);
+    return (int)n;
+}
+
+/* Run one greedy job (optionally through the store); returns generated count. */
+static int run_job(zl_sessions *ss, const char *tenant, const char *sid, int prefill, const int32_t *p, int n,
+                   int max_tokens, int32_t *out, int *cached) {
+    zl_sampling smp = zl_sampling_defaults();
+    smp.temp = 0;
+    zl_job *j = zl_job_new(p, n, &smp, max_tokens, -1);
+    if (ss) cr_assert_eq(zl_sessions_hook_job(ss, j, tenant, sid, prefill), 0);
+    cr_assert_eq(zl_sched_submit(g_sched, j), 0);
+    zl_job_tok buf[256];
+    int got = 0;
+    zl_finish fin = ZL_FINISH_NONE;
+    while (!fin) {
+        got += zl_job_read(g_sched, j, got, buf + got, 256 - got, &fin);
+        if (!fin) zl_sched_wait(g_sched, 20);
+    }
+    cr_assert_neq(fin, ZL_FINISH_ERROR);
+    zl_job_times t;
+    zl_job_get_times(g_sched, j, &t);
+    if (cached) *cached = t.n_cached;
+    for (int i = 0; i < got; i++) out[i] = buf[i].id;
+    zl_job_release(j);
+    usleep(20000); /* the engine hands the sequence back when it reaps the job */
+    return got;
+}
+
+static zl_sessions *store(double ttl, size_t budget, size_t pcache) {
+    zl_sessions *s = NULL;
+    zl_sessions_opts o = {.ttl_s = ttl, .prefill_idle_s = 0.2, .max_per_tenant = 2, .kv_budget = budget,
+                          .pcache_bytes = pcache, .pcache_block = 16};
+    cr_assert_eq(zl_sessions_new(&s, &o, NULL), 0);
+    return s;
+}
+
+static int all_zero(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+Test(seq_copy, prefix_then_rest_equals_straight, .init = setup, .fini = teardown) {
+    int32_t *ids;
+    int n = tokenize("Once upon a time there was a little girl named Lily who loved the sun.", &ids);
+    zl_seq *a, *b, *c;
+    zl_seq_opts so = {.n_ctx = 128, .sampling = zl_sampling_defaults()};
+    cr_assert_eq(zl_seq_new(&a, g_llm, &so, NULL), 0);
+    cr_assert_eq(zl_seq_new(&b, g_llm, &so, NULL), 0);
+    cr_assert_eq(zl_seq_new(&c, g_llm, &so, NULL), 0);
+    cr_assert_eq(zl_seq_eval(a, ids, n, 0, NULL, NULL), 0);
+    cr_assert_eq(zl_seq_eval(b, ids, n - 3, 0, NULL, NULL), 0);
+    cr_assert_eq(zl_seq_copy_prefix(c, b, n - 5, NULL), 0);
+    cr_assert_eq(zl_seq_n_past(c), n - 5);
+    cr_assert_eq(zl_seq_eval(c, ids + n - 5, 5, 0, NULL, NULL), 0);
+    int nv = zl_llm_n_vocab(g_llm);
+    cr_expect_eq(memcmp(zl_seq_logits(a), zl_seq_logits(c), (size_t)nv * sizeof(float)), 0);
+    zl_err err = {0};
+    cr_expect_neq(zl_seq_copy_prefix(c, b, n, &err), 0); /* more than the source holds */
+    cr_expect(strstr(err.msg, "holds") != NULL);
+    cr_expect_neq(zl_seq_copy_prefix(c, c, 1, NULL), 0);
+    zl_seq_free(a);
+    zl_seq_free(b);
+    zl_seq_free(c);
+    free(ids);
+}
+
+Test(prefix_cache, tenant_isolated_block_granular, .init = setup, .fini = teardown) {
+    int32_t *ids;
+    int n = tokenize("Once upon a time there was a little girl named Lily. She loved to play outside in the sun "
+                     "with her friends every day.", &ids);
+    cr_assert_gt(n, 33);
+    zl_pcache *pc;
+    cr_assert_eq(zl_pcache_new(&pc, 64 << 20, 16, NULL), 0);
+    zl_seq *a, *d;
+    zl_seq_opts so = {.n_ctx = 128, .sampling = zl_sampling_defaults()};
+    cr_assert_eq(zl_seq_new(&a, g_llm, &so, NULL), 0);
+    cr_assert_eq(zl_seq_eval(a, ids, n, 0, NULL, NULL), 0);
+    zl_pcache_insert(pc, "user:alice", a);
+    cr_assert_eq(zl_seq_new(&d, g_llm, &so, NULL), 0);
+    cr_expect_eq(zl_pcache_lookup(pc, "user:bob", ids, n, d), 0);
+    cr_expect_eq(zl_pcache_lookup(pc, "user:alic", ids, n, d), 0);
+    int got = zl_pcache_lookup(pc, "user:alice", ids, n, d);
+    cr_expect_eq(got, (n - 1) / 16 * 16);
+    cr_expect_eq(zl_seq_n_past(d), got);
+    /* a prompt that diverges at token 20 reuses one block */
+    ids[20] = ids[20] == 5 ? 6 : 5;
+    cr_expect_eq(zl_pcache_lookup(pc, "user:alice", ids, n, d), 16);
+    zl_pcache_stats st;
+    zl_pcache_stats_get(pc, &st);
+    cr_expect_eq(st.entries, 1);
+    cr_expect_eq(st.hit_tokens, (uint64_t)(got + 16));
+    /* LRU by memory: a cache smaller than one entry keeps nothing */
+    zl_pcache *tiny;
+    cr_assert_eq(zl_pcache_new(&tiny, 1000, 16, NULL), 0);
+    zl_pcache_insert(tiny, "user:alice", a);
+    zl_pcache_stats_get(tiny, &st);
+    cr_expect_eq(st.entries, 0);
+    zl_pcache_free(tiny);
+    zl_pcache_free(pc);
+    zl_seq_free(a);
+    zl_seq_free(d);
+    free(ids);
+}
+
+Test(sessions, continuation_prefix_and_typing_ahead_equal_stateless, .init = setup, .fini = teardown) {
+    zl_sessions *ss = store(60, 1 << 30, 64 << 20);
+    const char *turn1 = "Once upon a time there was a cat named Tom.";
+    int32_t *p1, *full;
+    int n1 = tokenize(turn1, &p1);
+    int32_t ref1[64], out1[64], ref2[64], out2[64];
+    int g1 = run_job(NULL, NULL, NULL, 0, p1, n1, 24, ref1, NULL);
+    cr_assert_eq(zl_sessions_create(ss, "s1", "t1", 0, NULL), ZL_SESS_OK);
+    cr_assert_eq(zl_sessions_begin(ss, "s1", "t1"), ZL_SESS_OK);
+    int cached = -1;
+    cr_assert_eq(run_job(ss, "t1", "s1", 0, p1, n1, 24, out1, &cached), g1);
+    zl_sessions_end(ss, "s1", NULL, 0);
+    cr_expect_eq(memcmp(out1, ref1, (size_t)g1 * sizeof *out1), 0);
+    cr_expect_eq(cached, 0);
+    /* turn 2: history + reply + new text, as token ids */
+    char *reply = NULL;
+    size_t rl = 0;
+    cr_assert_eq(zl_llm_detokenize(g_llm, out1, (size_t)g1, 0, &reply, &rl, NULL), 0);
+    char text[1024];
+    snprintf(text, sizeof text, "%s%s One day Tom found a ball.", turn1, reply);
+    int nf = tokenize(text, &full);
+    int gr = run_job(NULL, NULL, NULL, 0, full, nf, 24, ref2, NULL);
+    cr_assert_eq(zl_sessions_begin(ss, "s1", "t1"), ZL_SESS_OK);
+    cr_assert_eq(run_job(ss, "t1", "s1", 0, full, nf, 24, out2, &cached), gr);
+    zl_sessions_end(ss, "s1", NULL, 0);
+    cr_expect_eq(memcmp(out2, ref2, (size_t)gr * sizeof *out2), 0);
+    cr_expect_gt(cached, n1 - 2, "reused %d of %d", cached, nf);
+    /* prefix cache: the stateless run of `full` left a snapshot for tenant "" only */
+    int32_t out3[64];
+    cr_assert_eq(run_job(ss, "t2", NULL, 0, full, nf, 24, out3, &cached), gr);
+    cr_expect_eq(cached, 0);
+    cr_assert_eq(run_job(ss, "t2", NULL, 0, full, nf, 24, out3, &cached), gr);
+    cr_expect_eq(cached, (nf - 1) / 16 * 16);
+    cr_expect_eq(memcmp(out3, ref2, (size_t)gr * sizeof *out3), 0);
+    /* typing-ahead: prefill a partial, then the final prompt */
+    cr_assert_eq(zl_sessions_create(ss, "s2", "t1", 0, NULL), ZL_SESS_OK);
+    cr_assert_eq(zl_sessions_begin(ss, "s2", "t1"), ZL_SESS_OK);
+    run_job(ss, "t1", "s2", 1, full, nf - 4, 1, out3, &cached);
+    zl_sessions_end(ss, "s2", NULL, 0);
+    zl_session_info in;
+    cr_assert_eq(zl_sessions_info(ss, "s2", "t1", &in), ZL_SESS_OK);
+    cr_expect_eq(in.n_tokens, nf - 4);
+    cr_expect_eq(in.committed, 0);
+    cr_assert_eq(zl_sessions_begin(ss, "s2", "t1"), ZL_SESS_OK);
+    cr_assert_eq(run_job(ss, "t1", "s2", 0, full, nf, 24, out3, &cached), gr);
+    zl_sessions_end(ss, "s2", NULL, 0);
+    cr_expect_eq(cached, nf - 4);
+    cr_expect_eq(memcmp(out3, ref2, (size_t)gr * sizeof *out3), 0);
+    /* an edit: the prefilled text differs from token 5 on */
+    int32_t *edit = malloc((size_t)nf * sizeof *edit);
+    memcpy(edit, full, (size_t)nf * sizeof *edit);
+    edit[5] = edit[5] == 7 ? 8 : 7;
+    cr_assert_eq(zl_sessions_begin(ss, "s2", "t1"), ZL_SESS_OK);
+    run_job(ss, "t1", "s2", 1, edit, nf, 1, out3, &cached);
+    zl_sessions_end(ss, "s2", NULL, 0);
+    cr_assert_eq(zl_sessions_begin(ss, "s2", "t1"), ZL_SESS_OK);
+    cr_assert_eq(run_job(ss, "t1", "s2", 0, full, nf, 24, out3, &cached), gr);
+    zl_sessions_end(ss, "s2", NULL, 0);
+    cr_expect_eq(cached, 5);
+    cr_expect_eq(memcmp(out3, ref2, (size_t)gr * sizeof *out3), 0);
+    free(edit);
+    free(reply);
+    free(p1);
+    free(full);
+    zl_sessions_free(ss);
+}
+
+Test(sessions, flush_zeroes_kv, .init = setup, .fini = teardown) {
+    zl_sessions *ss = store(60, 1 << 30, 0);
+    int32_t *p, out[8];
+    int n = tokenize("Once upon a time there was a dog.", &p);
+    cr_assert_eq(zl_sessions_create(ss, "s", "t", 0, NULL), ZL_SESS_OK);
+    cr_assert_eq(zl_sessions_begin(ss, "s", "t"), ZL_SESS_OK);
+    run_job(ss, "t", "s", 0, p, n, 4, out, NULL);
+    zl_sessions_end(ss, "s", NULL, 0);
+    zl_seq *q = zl_sessions_peek_seq(ss, "s");
+    cr_assert_not_null(q);
+    int used = q->kv->n_used;
+    size_t bytes = (size_t)used * q->kv->row_bytes;
+    cr_assert_gt(used, n - 1);
+    cr_expect_not(all_zero(zl_kv_k(q->kv, 0, 0), bytes));
+    cr_expect_eq(zl_sessions_flush(ss, "s", "other"), ZL_SESS_TENANT);
+    cr_expect_eq(zl_sessions_flush(ss, "s", "t"), ZL_SESS_OK);
+    cr_expect_eq(q->kv->n_used, 0);
+    for (int l = 0; l < q->kv->n_layers; l++) {
+        cr_expect(all_zero(zl_kv_k(q->kv, l, 0), bytes), "layer %d K not zeroed", l);
+        cr_expect(all_zero(zl_kv_v(q->kv, l, 0), bytes), "layer %d V not zeroed", l);
+    }
+    cr_expect_eq(zl_seq_n_past(q), 0);
+    free(p);
+    zl_sessions_free(ss);
+}
+
+Test(sessions, statuses_expiry_eviction_prefill_idle, .init = setup, .fini = teardown) {
+    zl_sessions *ss = store(0.3, 1 << 30, 0);
+    cr_assert_eq(zl_sessions_create(ss, "a", "t", 0, NULL), ZL_SESS_OK);
+    cr_expect_eq(zl_sessions_begin(ss, "nope", "t"), ZL_SESS_UNKNOWN);
+    cr_expect_eq(zl_sessions_begin(ss, "a", "u"), ZL_SESS_TENANT);
+    cr_expect_eq(zl_sessions_begin(ss, "a", "t"), ZL_SESS_OK);
+    cr_expect_eq(zl_sessions_begin(ss, "a", "t"), ZL_SESS_BUSY);
+    zl_sessions_end(ss, "a", "[1]", 3);
+    char *h = zl_sessions_history(ss, "a", "t");
+    cr_expect_str_eq(h, "[1]");
+    free(h);
+    cr_expect_null(zl_sessions_history(ss, "a", "u"));
+    /* per-tenant bound 2: the third evicts the least recently used idle one */
+    cr_assert_eq(zl_sessions_create(ss, "b", "t", 0, NULL), ZL_SESS_OK);
+    cr_assert_eq(zl_sessions_create(ss, "c", "t", 0, NULL), ZL_SESS_OK);
+    cr_expect_eq(zl_sessions_begin(ss, "a", "t"), ZL_SESS_EVICTED);
+    cr_expect_eq(zl_sessions_begin(ss, "b", "t"), ZL_SESS_OK);
+    cr_expect_eq(zl_sessions_begin(ss, "c", "t"), ZL_SESS_OK);
+    cr_expect_eq(zl_sessions_create(ss, "d", "t", 0, NULL), ZL_SESS_LIMIT); /* both busy */
+    zl_sessions_end(ss, "b", NULL, 0);
+    zl_sessions_end(ss, "c", NULL, 0);
+    cr_expect_eq(zl_sessions_delete(ss, "b", "t"), ZL_SESS_OK);
+    cr_expect_eq(zl_sessions_begin(ss, "b", "t"), ZL_SESS_DELETED);
+    usleep(400000);
+    zl_sessions_sweep(ss);
+    cr_expect_eq(zl_sessions_begin(ss, "c", "t"), ZL_SESS_EXPIRED);
+    zl_sessions_stats st;
+    zl_sessions_stats_get(ss, &st);
+    cr_expect_eq(st.active, 0);
+    cr_expect_eq(st.expired_total, 1);
+    cr_expect_eq(st.evicted_total, 1);
+    zl_sessions_free(ss);
+
+    /* KV budget: room for about one sequence of ~40 tokens */
+    int32_t *p, out[8];
+    int n = tokenize("Once upon a time there was a little girl named Lily. She loved the big blue sky.", &p);
+    zl_seq_opts so = {.n_ctx = 8};
+    zl_seq *probe;
+    cr_assert_eq(zl_seq_new(&probe, g_llm, &so, NULL), 0);
+    zl_kv_stats ks;
+    zl_seq_kv_stats(probe, &ks);
+    zl_seq_free(probe);
+    ss = store(60, (size_t)ks.bytes_per_token * (size_t)(n + 10), 0);
+    cr_assert_eq(zl_sessions_create(ss, "x", "t", 0, NULL), ZL_SESS_OK);
+    cr_assert_eq(zl_sessions_create(ss, "y", "t2", 0, NULL), ZL_SESS_OK);
+    const char *ids[] = {"x", "y"}, *ten[] = {"t", "t2"};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(zl_sessions_begin(ss, ids[i], ten[i]), ZL_SESS_OK);
+        run_job(ss, ten[i], ids[i], 0, p, n, 4, out, NULL);
+        zl_sessions_end(ss, ids[i], NULL, 0);
+    }
+    cr_expect_eq(zl_sessions_begin(ss, "x", "t"), ZL_SESS_EVICTED);
+    cr_expect_eq(zl_sessions_begin(ss, "y", "t2"), ZL_SESS_OK);
+    zl_sessions_end(ss, "y", NULL, 0);
+    /* typing-ahead input not followed up is dropped after prefill_idle (0.2 s) */
+    cr_assert_eq(zl_sessions_begin(ss, "y", "t2"), ZL_SESS_OK);
+    zl_session_info in;
+    cr_assert_eq(zl_sessions_info(ss, "y", "t2", &in), ZL_SESS_OK);
+    int committed = in.committed;
+    run_job(ss, "t2", "y", 1, p, n - 2, 1, out, NULL); /* shorter: truncates to n-2 */
+    zl_sessions_end(ss, "y", NULL, 0);
+    cr_assert_eq(zl_sessions_info(ss, "y", "t2", &in), ZL_SESS_OK);
+    cr_expect_eq(in.n_tokens, n - 2);
+    cr_expect_eq(in.committed, n - 2 < committed ? n - 2 : committed);
+    usleep(300000);
+    zl_sessions_sweep(ss);
+    cr_assert_eq(zl_sessions_info(ss, "y", "t2", &in), ZL_SESS_OK);
+    cr_expect_eq(in.n_tokens, in.committed);
+    free(p);
+    zl_sessions_free(ss);
+}

@@ -183,6 +183,23 @@ ZL_INLINE __m512i mac_s8s8(__m512i acc, __m512i w, __m512i x, const int vnni) {
 }
 
 
+/* Prepared Q8_0 activation (VNNI only): four blocks as 256 bytes, the
+ * first and second 16 quants of each block, the block scales as floats (one
+ * per 4 int32 lanes, matching the dot-product lanes), and -8 * the quant sums
+ * per lane (Q4_0's nibble offset, ready to start the accumulator).  Leftover
+ * blocks (n/32 not a multiple of 4) follow as plain Q8_0 blocks. */
+typedef struct {
+    int8_t lo[64], hi[64];
+    float d[16];
+    int32_t neg8sum[16];
+} q8p_group;
+_Static_assert(sizeof(q8p_group) == 256, "q8p_group size");
+
+static size_t q8p_size(int64_t n) {
+    int64_t nb = n / ZL_QK;
+    return (size_t)(nb / 4) * sizeof(q8p_group) + (size_t)(nb % 4) * sizeof(zl_block_q8_0);
+}
+
 /* The kernels themselves, once per permute width: 16-bit permutes are
  * several uops each, VBMI's byte permutes one, which is most of the
  * difference on CPUs that have them.  The VBMI copy is compiled for that
@@ -386,6 +403,19 @@ zl_dot_fn zl_dot_fn_avx512(zl_type t) {
     return zl_dot_fn_avx512_variant(t, zl_cpu_get()->avx512vnni, cpu_has_vbmi());
 }
 
+int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out) {
+    if (!vnni || (t != ZL_TYPE_Q4_0 && t != ZL_TYPE_Q8_0)) return 0;
+    out->size = q8p_size;
+    out->prep = vbmi ? q8p_prep_b8 : q8p_prep_w16;
+    if (t == ZL_TYPE_Q4_0) out->dot = vbmi ? dot_q4_0_prep_b8 : dot_q4_0_prep_w16;
+    else out->dot = vbmi ? dot_q8_0_prep_b8 : dot_q8_0_prep_w16;
+    return 1;
+}
+
+int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out) {
+    return zl_prep_kernel_avx512_variant(t, zl_cpu_get()->avx512vnni, cpu_has_vbmi(), out);
+}
+
 /* ---- activation quantisers ---------------------------------------------- */
 /* Bit-identical to the reference: same max, same 127/amax multiplier, the
  * conversion rounds to nearest even as lrintf does in the default mode. */
@@ -451,6 +481,11 @@ zl_quant_fn zl_quant_fn_avx512(zl_type partner) {
 
 zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi) { (void)t; (void)vnni; (void)vbmi; return NULL; }
 zl_dot_fn zl_dot_fn_avx512(zl_type t) { (void)t; return NULL; }
+int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out) {
+    (void)t; (void)vnni; (void)vbmi; (void)out;
+    return 0;
+}
+int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out) { (void)t; (void)out; return 0; }
 zl_quant_fn zl_quant_fn_avx512(zl_type partner) { (void)partner; return NULL; }
 
 #endif

@@ -7,6 +7,7 @@
 #ifndef ZL_KERNELS_ISA_H
 #define ZL_KERNELS_ISA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "types.h"
@@ -22,6 +23,18 @@ zl_dot_fn zl_dot_fn_avx512(zl_type t);
 /* One AVX-512 instantiation by extension (VNNI, VBMI), whatever the CPU
  * reports: for tests, which must only call what the CPU can run. */
 zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi);
+
+/* A kernel over a "prepared" activation row: the dot partner rearranged
+ * once per matmul call into the layout that kernel reads fastest, so the
+ * per-row work touches only weights.  Private to matmul.c and the tests. */
+typedef struct zl_prep_kernel {
+    size_t (*size)(int64_t n);                         /* bytes of a prepared row */
+    void (*prep)(const void *xq, void *xp, int64_t n); /* partner row -> prepared */
+    zl_dot_fn dot;                                     /* dot(weight row, prepared row, n) */
+} zl_prep_kernel;
+/* 1 and *out filled when the level has a prepared kernel for t, else 0. */
+int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out);
+int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out);
 
 /* Fast activation quantiser for the dot partners (Q8_0, Q8_1, Q8_K) or NULL. */
 typedef void (*zl_quant_fn)(const float *x, void *dst, int64_t n);

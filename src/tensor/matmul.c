@@ -28,6 +28,8 @@ void zl_work_free(zl_work *w) {
     w->cap = 0;
 }
 
+static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
 static void *work_reserve(zl_work *w, size_t bytes) {
     if (w->cap >= bytes && w->p) return w->p;
     size_t cap = (bytes + ZL_WORK_ALIGN - 1) / ZL_WORK_ALIGN * ZL_WORK_ALIGN;
@@ -82,6 +84,9 @@ typedef struct {
     zl_quant_fn quant; /* NULL: reference quantiser */
     uint8_t *xq;
     size_t xq_stride;
+    void (*prep)(const void *xq, void *xp, int64_t n); /* NULL: no prepared layout */
+    uint8_t *xp;
+    size_t xp_stride;
 } quant_job;
 
 static void quant_rows(void *ctx, int ith, int nth) {
@@ -93,6 +98,7 @@ static void quant_rows(void *ctx, int ith, int nth) {
         void *dst = j->xq + (size_t)t * j->xq_stride;
         if (j->quant) j->quant(src, dst, j->cols);
         else zl_quantize_row(j->partner, src, dst, j->cols);
+        if (j->prep) j->prep(dst, j->xp + (size_t)t * j->xp_stride, j->cols);
     }
 }
 
@@ -149,13 +155,21 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
         xq = (const uint8_t *)x;
         stride = (size_t)ldx * sizeof(float);
     } else {
-        stride = (xrow + ZL_WORK_ALIGN - 1) / ZL_WORK_ALIGN * ZL_WORK_ALIGN;
-        uint8_t *buf = work_reserve(work, stride * (size_t)n_tok);
+        /* partner rows, then (if the level has one) the prepared rows the kernel reads */
+        zl_prep_kernel pk;
+        int prep = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512) && zl_prep_kernel_avx512(W->type, &pk);
+        size_t qstride = round_up(xrow, ZL_WORK_ALIGN);
+        size_t pstride = prep ? round_up(pk.size(W->cols), ZL_WORK_ALIGN) : 0;
+        uint8_t *buf = work_reserve(work, (qstride + pstride) * (size_t)n_tok);
         if (!buf) goto fail;
-        quant_job qj = {x, ldx, W->cols, n_tok, partner, pick_quant(isa, partner), buf, stride};
+        uint8_t *pbuf = buf + qstride * (size_t)n_tok;
+        quant_job qj = {x, ldx, W->cols, n_tok, partner, pick_quant(isa, partner), buf, qstride,
+                        prep ? pk.prep : NULL, pbuf, pstride};
         if (n_tok > 1 && pool) zl_pool_run(pool, quant_rows, &qj);
         else quant_rows(&qj, 0, 1);
-        xq = buf;
+        xq = prep ? pbuf : buf;
+        stride = prep ? pstride : qstride;
+        if (prep) dot = pk.dot;
     }
 
     int64_t tile = (int64_t)(ZL_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));

@@ -183,6 +183,67 @@ ZL_INLINE __m512i mac_s8s8(__m512i acc, __m512i w, __m512i x, const int vnni) {
 }
 
 
+/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block as bytes
+ * (sc[0..7] in *sc, m[0..7] in *mn), unpacked four at a time. */
+ZL_INLINE void kscales_unpack(const uint8_t *s, uint64_t *sc, uint64_t *mn) {
+    uint32_t A, B, C;
+    memcpy(&A, s, 4);
+    memcpy(&B, s + 4, 4);
+    memcpy(&C, s + 8, 4);
+    uint32_t sc_lo = A & 0x3f3f3f3fu, mn_lo = B & 0x3f3f3f3fu;
+    uint32_t sc_hi = (C & 0x0f0f0f0fu) | ((A >> 2) & 0x30303030u);
+    uint32_t mn_hi = ((C >> 4) & 0x0f0f0f0fu) | ((B >> 2) & 0x30303030u);
+    *sc = (uint64_t)sc_hi << 32 | sc_lo;
+    *mn = (uint64_t)mn_hi << 32 | mn_lo;
+}
+
+/* Prepared Q8_K activation for Q4_K / Q5_K (VNNI only): the eight 32-quant
+ * sub-blocks in the order the nibble registers produce them (a 64-byte load
+ * of weight nibbles holds sub-blocks 2c and 2c+2 in its low nibbles, 2c+1 and
+ * 2c+3 in its high ones), the scale, and each sub-block's quant sum for the
+ * mins.  320 bytes keeps every super-block 64-byte aligned. */
+typedef struct {
+    int8_t qs[ZL_QK_K];
+    float d;
+    int16_t sum32[8];
+    uint8_t pad[44];
+} q8kp_block;
+_Static_assert(sizeof(q8kp_block) == 320, "q8kp_block size");
+
+static size_t q8kp_size(int64_t n) { return (size_t)(n / ZL_QK_K) * sizeof(q8kp_block); }
+
+static void q8kp_prep(const void *xq, void *xp, int64_t n) {
+    static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    const zl_block_q8_k *b = xq;
+    q8kp_block *p = xp;
+    for (int64_t i = 0; i < n / ZL_QK_K; i++) {
+        for (int k = 0; k < 8; k++) memcpy(p[i].qs + 32 * k, b[i].qs + 32 * order[k], 32);
+        p[i].d = b[i].d;
+        for (int j = 0; j < 8; j++) p[i].sum32[j] = (int16_t)(b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+    }
+}
+
+/* Which 16-bit scale each lane of a (sub-block a | sub-block b) product takes. */
+static const uint16_t k_w_k4p[4][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6},
+    {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7},
+};
+#define ZL_W2(k) 2 * (k), 2 * (k) + 1
+#define ZL_W8(k) ZL_W2(k), ZL_W2(k), ZL_W2(k), ZL_W2(k), ZL_W2(k), ZL_W2(k), ZL_W2(k), ZL_W2(k)
+#define ZL_PAIRROW(a, b) {ZL_W8(a), ZL_W8(a), ZL_W8(b), ZL_W8(b)}
+static const uint8_t k_b_k4p[4][64] = {ZL_PAIRROW(0, 2), ZL_PAIRROW(1, 3), ZL_PAIRROW(4, 6), ZL_PAIRROW(5, 7)};
+#undef ZL_PAIRROW
+#undef ZL_W8
+#undef ZL_W2
+
+ZL_INLINE float hsum128(__m128 s) {
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
 /* Prepared Q8_0 activation (VNNI only): four blocks as 256 bytes, the
  * first and second 16 quants of each block, the block scales as floats (one
  * per 4 int32 lanes, matching the dot-product lanes), and -8 * the quant sums
@@ -232,17 +293,6 @@ static size_t q8p_size(int64_t n) {
 
 /* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block as bytes
  * (sc[0..7] in *sc, m[0..7] in *mn), unpacked four at a time. */
-ZL_INLINE void kscales_unpack(const uint8_t *s, uint64_t *sc, uint64_t *mn) {
-    uint32_t A, B, C;
-    memcpy(&A, s, 4);
-    memcpy(&B, s + 4, 4);
-    memcpy(&C, s + 8, 4);
-    uint32_t sc_lo = A & 0x3f3f3f3fu, mn_lo = B & 0x3f3f3f3fu;
-    uint32_t sc_hi = (C & 0x0f0f0f0fu) | ((A >> 2) & 0x30303030u);
-    uint32_t mn_hi = ((C >> 4) & 0x0f0f0f0fu) | ((B >> 2) & 0x30303030u);
-    *sc = (uint64_t)sc_hi << 32 | sc_lo;
-    *mn = (uint64_t)mn_hi << 32 | mn_lo;
-}
 
 /* vpermw index tables: which 16-bit scale each 16-bit lane takes. */
 static const uint16_t k_idx_k4[4][32] = {
@@ -404,7 +454,15 @@ zl_dot_fn zl_dot_fn_avx512(zl_type t) {
 }
 
 int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out) {
-    if (!vnni || (t != ZL_TYPE_Q4_0 && t != ZL_TYPE_Q8_0)) return 0;
+    if (!vnni) return 0;
+    if (t == ZL_TYPE_Q4_K || t == ZL_TYPE_Q5_K) {
+        out->size = q8kp_size;
+        out->prep = q8kp_prep;
+        if (t == ZL_TYPE_Q4_K) out->dot = vbmi ? dot_q4_k_prep_b8 : dot_q4_k_prep_w16;
+        else out->dot = vbmi ? dot_q5_k_prep_b8 : dot_q5_k_prep_w16;
+        return 1;
+    }
+    if (t != ZL_TYPE_Q4_0 && t != ZL_TYPE_Q8_0) return 0;
     out->size = q8p_size;
     out->prep = vbmi ? q8p_prep_b8 : q8p_prep_w16;
     if (t == ZL_TYPE_Q4_0) out->dot = vbmi ? dot_q4_0_prep_b8 : dot_q4_0_prep_w16;

@@ -619,11 +619,12 @@ Test(matmul, equals_vec_dot) {
 Test(vec_dot, prepared_kernels) {
     if (max_isa() < ZL_ISA_AVX512) cr_skip_test("no AVX-512");
     const int has_vnni = zl_cpu_get()->avx512vnni, has_vbmi = !!__builtin_cpu_supports("avx512vbmi");
-    const zl_type ts[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0};
+    const zl_type ts[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0, ZL_TYPE_Q4_K, ZL_TYPE_Q5_K};
     for (int vnni = 0; vnni <= has_vnni; vnni++)
         for (int vbmi = 0; vbmi <= has_vbmi; vbmi++)
-            for (size_t ti = 0; ti < 2; ti++)
-                for (int64_t n = 32; n <= 1056; n += 32) {
+            for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
+                for (int64_t n = zl_type_traits_of(ts[ti])->blck; n <= 33 * 32 * (ts[ti] >= ZL_TYPE_Q4_K ? 2 : 1);
+                     n += zl_type_traits_of(ts[ti])->blck) {
                     zl_prep_kernel pk;
                     if (!zl_prep_kernel_avx512_variant(ts[ti], vnni, vbmi, &pk)) continue;
                     zl_type t = ts[ti], p = zl_dot_partner(t);

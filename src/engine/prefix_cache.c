@@ -131,12 +131,19 @@ static void evict(zl_pcache *c) {
     }
 }
 
-void zl_pcache_insert(zl_pcache *c, const char *tenant, const zl_seq *src) {
-    if (!c || !c->max_bytes) return;
+static void seq_zero_free(zl_seq *q) {
+    zl_seq_truncate(q, 0);
+    zl_seq_free(q);
+}
+
+void zl_pcache_insert(zl_pcache *c, const char *tenant, zl_seq *src, int take) {
     int n = src->kv->n_used;
-    if (n < c->block || src->kv->policy.kind != ZL_KVP_FULL || n != src->n_tokens) return;
     size_t bytes = 2 * (size_t)src->kv->n_layers * src->kv->row_bytes * (size_t)n;
-    if (bytes > c->max_bytes) return;
+    if (!c || !c->max_bytes || n < c->block || src->kv->policy.kind != ZL_KVP_FULL || n != src->n_tokens ||
+        bytes > c->max_bytes) {
+        if (take) seq_zero_free(src);
+        return;
+    }
     pthread_mutex_lock(&c->mu);
     /* already covered by a longer entry: just refresh it; an entry that this
      * one extends is replaced */
@@ -147,6 +154,7 @@ void zl_pcache_insert(zl_pcache *c, const char *tenant, const zl_seq *src) {
         if (l == n) {
             e->last_use = ++c->clock;
             pthread_mutex_unlock(&c->mu);
+            if (take) seq_zero_free(src);
             return;
         }
         if (l == e->n) {
@@ -158,13 +166,20 @@ void zl_pcache_insert(zl_pcache *c, const char *tenant, const zl_seq *src) {
         pp = &e->next;
     }
     pthread_mutex_unlock(&c->mu);
-    /* the copy runs outside the lock */
+    /* the copy runs outside the lock; a sequence we may keep is not copied at all */
     pc_entry *e = calloc(1, sizeof *e);
+    if (take && e && (e->tenant = strdup(tenant))) {
+        e->seq = src;
+    } else if (take) {
+        free(e);
+        seq_zero_free(src);
+        return;
+    }
     zl_seq_opts so = {.n_ctx = n,
                       .kv_type = src->kv->type == ZL_TYPE_F32 ? ZL_KV_F32 : src->kv->type == ZL_TYPE_Q8_0 ? ZL_KV_Q8_0 : ZL_KV_F16,
                       .sampling = zl_sampling_defaults()};
-    if (!e || !(e->tenant = strdup(tenant)) || zl_seq_new(&e->seq, src->llm, &so, NULL) ||
-        zl_seq_copy_prefix(e->seq, src, n, NULL)) {
+    if (!take && (!e || !(e->tenant = strdup(tenant)) || zl_seq_new(&e->seq, src->llm, &so, NULL) ||
+                  zl_seq_copy_prefix(e->seq, src, n, NULL))) {
         if (e) {
             if (e->seq) zl_seq_free(e->seq);
             free(e->tenant);

@@ -1,8 +1,8 @@
 /* prefix_cache.h — KV snapshots of finished sequences, shared between the
  * requests of one tenant.
  *
- * An entry is a compact copy (zl_seq_copy_prefix) of a finished sequence:
- * its tokens and KV rows.  Keys are hash chains over blocks of `block`
+ * An entry is a finished sequence handed over whole (no copy) or a compact
+ * copy of one (zl_seq_copy_prefix): its tokens and KV rows.  Keys are hash chains over blocks of `block`
  * tokens seeded with the tenant, so equal text of two tenants never shares a
  * key; a lookup also compares the tenant string and the tokens themselves,
  * so a hash collision cannot leak state either.  Reuse is block-granular:
@@ -32,8 +32,10 @@ void zl_pcache_free(zl_pcache *c);
 /* Copy the longest cached prefix of ids[0..n) stored for `tenant` into dst
  * (a sequence with nothing cached) and return its length (0: miss). */
 int zl_pcache_lookup(zl_pcache *c, const char *tenant, const int32_t *ids, int n, zl_seq *dst);
-/* Store a snapshot of src's tokens for `tenant` (src is not modified). */
-void zl_pcache_insert(zl_pcache *c, const char *tenant, const zl_seq *src);
+/* Store a snapshot of src's tokens for `tenant`.  take = 0: a compact copy
+ * (src is not modified); take = 1: src itself is kept (a finished sequence:
+ * no copy) or, if not kept, zeroed and freed. */
+void zl_pcache_insert(zl_pcache *c, const char *tenant, zl_seq *src, int take);
 void zl_pcache_stats_get(zl_pcache *c, zl_pcache_stats *st);
 
 #endif

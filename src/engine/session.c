@@ -408,8 +408,7 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
     zl_sessions *s = h->s;
     (void)why;
     if (!h->has_id) {
-        zl_pcache_insert(s->pcache, h->tenant, q);
-        seq_destroy(q);
+        zl_pcache_insert(s->pcache, h->tenant, q, 1); /* keeps q or zeroes and frees it */
         return;
     }
     pthread_mutex_lock(&s->mu);

@@ -329,6 +329,37 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     return zl_reply_json(r, 200, j, NULL);
 }
 
+static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, const char *id, const char *tenant);
+
+/* `prompt`: raw text (tokenized as /v1/completions does) or token ids. */
+static enum MHD_Result sess_prefill_prompt(zl_req *r, json_t *p, const char *id, const char *tenant) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int nv = zl_llm_n_vocab(r->srv->llm);
+    if (json_is_string(p)) {
+        zl_err err = {0};
+        if (zl_llm_tokenize(r->srv->llm, json_string_value(p), json_string_length(p), 1, 0, &ids, &n, &err))
+            return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt: %s", err.msg);
+    } else if (json_is_array(p)) {
+        n = json_array_size(p);
+        ids = malloc((n ? n : 1) * sizeof *ids);
+        if (!ids) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+        for (size_t k = 0; k < n; k++) {
+            json_t *t = json_array_get(p, k);
+            if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= nv) {
+                free(ids);
+                return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt[%zu]: expected a token id in [0, %d)", k, nv);
+            }
+            ids[k] = (int32_t)json_integer_value(t);
+        }
+    } else {
+        return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt: expected a string or an array of token ids");
+    }
+    enum MHD_Result ret = zl_prompt_check(r, ids, n, 0, "prompt") ? MHD_YES : prefill_run(r, ids, n, id, tenant);
+    free(ids);
+    return ret;
+}
+
 /* Render + tokenize the prefill input: messages (full history or, in append
  * mode, the new ones), an optional top-level system, and/or `text` (a partial
  * user message appended after them). */
@@ -338,12 +369,15 @@ static enum MHD_Result sess_prefill(zl_req *r, json_t *b, const char *id, const 
     snprintf(c.id, sizeof c.id, "%s", id);
     snprintf(c.tenant, sizeof c.tenant, "%s", tenant);
     const char *mode = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-Session-Mode");
+    json_t *prompt = json_object_get(b, "prompt");
+    if (prompt) return sess_prefill_prompt(r, prompt, id, tenant);
     json_t *msgs = json_object_get(b, "messages"), *text = json_object_get(b, "text"), *sys = json_object_get(b, "system");
     c.append = (mode && !strcasecmp(mode, "append")) || (!msgs && text);
     if (msgs && !json_is_array(msgs)) return zl_reply_error(r, ZL_E_INVALID, "messages", "messages: expected an array");
     if (text && !json_is_string(text)) return zl_reply_error(r, ZL_E_INVALID, "text", "text: expected a string");
     if (sys && !json_is_string(sys)) return zl_reply_error(r, ZL_E_INVALID, "system", "system: expected a string");
-    if (!msgs && !text) return zl_reply_error(r, ZL_E_INVALID, "messages", "prefill needs `messages` or `text`");
+    if (!msgs && !text)
+        return zl_reply_error(r, ZL_E_INVALID, "messages", "prefill needs `messages`, `text` or `prompt`");
     size_t nm = msgs ? json_array_size(msgs) : 0;
     zl_chat_msg *m = calloc(nm + 2, sizeof *m);
     if (!m) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
@@ -371,18 +405,30 @@ static enum MHD_Result sess_prefill(zl_req *r, json_t *b, const char *id, const 
     enum MHD_Result ret = MHD_YES;
     if (zl_sess_merge(&c, r, m, k, &all, &n_all) || zl_chat_tokens(r, all, n_all, &ids, &n_ids)) goto out;
     if (zl_prompt_check(r, ids, n_ids, 0, "messages")) goto out;
+    ret = prefill_run(r, ids, n_ids, id, tenant);
+out:
+    free(ids);
+    free(all);
+    free(m);
+    json_decref(c.conv);
+    json_decref(c.hist);
+    return ret;
+}
+
+/* Evaluate ids on the session as typing-ahead input and reply with the counts. */
+static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, const char *id, const char *tenant) {
+    zl_srv *srv = r->srv;
+    enum MHD_Result ret;
     zl_sampling smp = zl_sampling_defaults();
     smp.temp = 0;
     zl_job *j = zl_job_new(ids, (int)n_ids, &smp, 1, -1);
     if (!j || zl_sessions_hook_job(srv->sessions, j, tenant, id, 1)) {
         zl_job_release(j);
-        ret = zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-        goto out;
+        return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
     }
     if (zl_sched_submit(srv->sched, j)) {
         zl_job_release(j);
-        ret = zl_reply_error(r, ZL_E_BUSY, NULL, "the server is at capacity; retry shortly");
-        goto out;
+        return zl_reply_error(r, ZL_E_BUSY, NULL, "the server is at capacity; retry shortly");
     }
     zl_finish fin = ZL_FINISH_NONE;
     zl_job_tok dummy;
@@ -393,22 +439,13 @@ static enum MHD_Result sess_prefill(zl_req *r, json_t *b, const char *id, const 
     zl_job_times t;
     zl_job_get_times(srv->sched, j, &t);
     zl_job_release(j);
-    if (fin == ZL_FINISH_ERROR) {
-        ret = sess_error(r, 500, "internal", "prefill failed: %s", t.error);
-        goto out;
-    }
+    if (fin == ZL_FINISH_ERROR) return sess_error(r, 500, "internal", "prefill failed: %s", t.error);
     ret = zl_reply_json(r, 200,
                         json_pack("{s:s, s:s, s:i, s:i, s:i, s:f}", "object", "session.prefill", "id", id,
                                   "cached_tokens", (int)n_ids, "reused_tokens", t.n_cached, "prefilled_tokens",
                                   (int)n_ids - t.n_cached, "prefill_ms",
                                   t.t_done > t.t_admit ? t.t_done - t.t_admit : 0.0),
                         NULL);
-out:
-    free(ids);
-    free(all);
-    free(m);
-    json_decref(c.conv);
-    json_decref(c.hist);
     return ret;
 }
 

@@ -112,7 +112,7 @@ Test(prefix_cache, tenant_isolated_block_granular, .init = setup, .fini = teardo
     zl_seq_opts so = {.n_ctx = 128, .sampling = zl_sampling_defaults()};
     cr_assert_eq(zl_seq_new(&a, g_llm, &so, NULL), 0);
     cr_assert_eq(zl_seq_eval(a, ids, n, 0, NULL, NULL), 0);
-    zl_pcache_insert(pc, "user:alice", a);
+    zl_pcache_insert(pc, "user:alice", a, 0);
     cr_assert_eq(zl_seq_new(&d, g_llm, &so, NULL), 0);
     cr_expect_eq(zl_pcache_lookup(pc, "user:bob", ids, n, d), 0);
     cr_expect_eq(zl_pcache_lookup(pc, "user:alic", ids, n, d), 0);
@@ -129,7 +129,7 @@ Test(prefix_cache, tenant_isolated_block_granular, .init = setup, .fini = teardo
     /* LRU by memory: a cache smaller than one entry keeps nothing */
     zl_pcache *tiny;
     cr_assert_eq(zl_pcache_new(&tiny, 1000, 16, NULL), 0);
-    zl_pcache_insert(tiny, "user:alice", a);
+    zl_pcache_insert(tiny, "user:alice", a, 0);
     zl_pcache_stats_get(tiny, &st);
     cr_expect_eq(st.entries, 0);
     zl_pcache_free(tiny);

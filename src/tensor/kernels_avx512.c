@@ -276,8 +276,12 @@ static size_t q8p_size(int64_t n) {
 #undef ZL_TAB
 #undef ZL_SFX
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512vbmi"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512vbmi")
+#endif
 #define ZL_PERM2(a, i, b) _mm512_permutex2var_epi8(a, i, b)
 #define ZL_PERM1(i, a) _mm512_permutexvar_epi8(i, a)
 #define ZL_TAB(name) k_b_##name
@@ -287,7 +291,11 @@ static size_t q8p_size(int64_t n) {
 #undef ZL_PERM1
 #undef ZL_TAB
 #undef ZL_SFX
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 /* ---- K formats ---------------------------------------------------------- */
 

@@ -499,6 +499,28 @@ Test(vec_dot, short_rows_every_isa) {
             }
 }
 
+/* Float weights take any row length (stories260K's ffn_down rows have 172). */
+Test(vec_dot, float_rows_any_length) {
+    int top = max_isa();
+    const zl_type ts[] = {ZL_TYPE_F32, ZL_TYPE_F16, ZL_TYPE_BF16};
+    float x[203], f[203];
+    uint8_t w[203 * 4];
+    for (int64_t n = 1; n <= 203; n += (n < 40 ? 1 : 17)) {
+        fill_gauss(x, n, 1.0f);
+        fill_gauss(f, n, 1.0f);
+        for (size_t ti = 0; ti < 3; ti++) {
+            zl_quantize_row(ts[ti], f, w, n);
+            double scale = abs_dot(ts[ti], w, ZL_TYPE_F32, x, n, NULL);
+            float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, ts[ti], w, x, n);
+            for (int isa = ZL_ISA_AVX2; isa <= top; isa++) {
+                float got = zl_vec_dot_isa(isa, ts[ti], w, x, n);
+                REQUIRE(fabs((double)got - ref) <= 1e-5 * scale, "%s %s n=%ld: %.9g vs %.9g", zl_isa_name(isa),
+                        tname(ts[ti]), (long)n, got, ref);
+            }
+        }
+    }
+}
+
 /* ---- matmul ----------------------------------------------------------- */
 
 typedef struct {

@@ -127,6 +127,72 @@ static float dot_q4_0(const void *w, const void *x, int64_t n) {
     return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
+/* ---- Q4_1 / Q5_0 / Q5_1 ----------------------------------------------- */
+
+/* 32 bits of qh -> 32 bytes of 0x10 where the bit is set. */
+ZL_INLINE __m256i q5_high_bits(const uint8_t *qh4) {
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+    /* byte j takes byte j/8 of qh, then tests bit j%8 */
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* Nibbles of 16 bytes as 32 values 0..15, element order. */
+ZL_INLINE __m256i nibbles32(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
+
+/* sum over the block of u*x as 8 float lanes (u unsigned <= 31: pair sums <= 7874) */
+ZL_INLINE __m256 udot32(__m256i u, const int8_t *x) {
+    return _mm256_cvtepi32_ps(pair_sum_s16(_mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)x))));
+}
+
+static float dot_q4_1(const void *w, const void *x, int64_t n) {
+    const zl_block_q4_1 *a = w;
+    const zl_block_q8_1 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0;
+    for (int64_t i = 0; i < n / ZL_QK; i++) {
+        acc = _mm256_fmadd_ps(udot32(nibbles32(a[i].qs), b[i].qs), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
+        summ += h2f(a[i].m) * h2f(b[i].s);
+    }
+    return hsum_ps(acc) + summ;
+}
+
+static float dot_q5_1(const void *w, const void *x, int64_t n) {
+    const zl_block_q5_1 *a = w;
+    const zl_block_q8_1 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0;
+    for (int64_t i = 0; i < n / ZL_QK; i++) {
+        __m256i u = _mm256_or_si256(nibbles32(a[i].qs), q5_high_bits(a[i].qh));
+        acc = _mm256_fmadd_ps(udot32(u, b[i].qs), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
+        summ += h2f(a[i].m) * h2f(b[i].s);
+    }
+    return hsum_ps(acc) + summ;
+}
+
+/* Q5_0: values 0..31 minus 16, the offset as 16*x through a second maddubs. */
+static float dot_q5_0(const void *w, const void *x, int64_t n) {
+    const zl_block_q5_0 *a = w;
+    const zl_block_q8_0 *b = x;
+    const __m256i sixteen = _mm256_set1_epi8(16);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / ZL_QK; i++) {
+        __m256i u = _mm256_or_si256(nibbles32(a[i].qs), q5_high_bits(a[i].qh));
+        __m256i xv = _mm256_loadu_si256((const __m256i *)b[i].qs);
+        __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, xv), _mm256_maddubs_epi16(sixteen, xv));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_sum_s16(p)), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
+    }
+    return hsum_ps(acc);
+}
+
 /* ---- K formats ---------------------------------------------------------- */
 
 ZL_INLINE void kscales_unpack(const uint8_t *s, uint64_t *sc, uint64_t *mn) {
@@ -247,6 +313,9 @@ zl_dot_fn zl_dot_fn_avx2(zl_type t) {
     case ZL_TYPE_BF16: return dot_bf16;
     case ZL_TYPE_Q8_0: return dot_q8_0;
     case ZL_TYPE_Q4_0: return dot_q4_0;
+    case ZL_TYPE_Q4_1: return dot_q4_1;
+    case ZL_TYPE_Q5_0: return dot_q5_0;
+    case ZL_TYPE_Q5_1: return dot_q5_1;
     case ZL_TYPE_Q4_K: return dot_q4_k;
     case ZL_TYPE_Q5_K: return dot_q5_k;
     case ZL_TYPE_Q6_K: return dot_q6_k;

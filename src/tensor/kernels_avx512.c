@@ -466,15 +466,25 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
     if (t == ZL_TYPE_Q4_K || t == ZL_TYPE_Q5_K) {
         out->size = q8kp_size;
         out->prep = q8kp_prep;
-        if (t == ZL_TYPE_Q4_K) out->dot = vbmi ? dot_q4_k_prep_b8 : dot_q4_k_prep_w16;
-        else out->dot = vbmi ? dot_q5_k_prep_b8 : dot_q5_k_prep_w16;
+        if (t == ZL_TYPE_Q4_K) {
+            out->dot = vbmi ? dot_q4_k_prep_b8 : dot_q4_k_prep_w16;
+            out->dot4 = vbmi ? dot4_q4_k_prep_b8 : dot4_q4_k_prep_w16;
+        } else {
+            out->dot = vbmi ? dot_q5_k_prep_b8 : dot_q5_k_prep_w16;
+            out->dot4 = vbmi ? dot4_q5_k_prep_b8 : dot4_q5_k_prep_w16;
+        }
         return 1;
     }
     if (t != ZL_TYPE_Q4_0 && t != ZL_TYPE_Q8_0) return 0;
     out->size = q8p_size;
     out->prep = vbmi ? q8p_prep_b8 : q8p_prep_w16;
-    if (t == ZL_TYPE_Q4_0) out->dot = vbmi ? dot_q4_0_prep_b8 : dot_q4_0_prep_w16;
-    else out->dot = vbmi ? dot_q8_0_prep_b8 : dot_q8_0_prep_w16;
+    if (t == ZL_TYPE_Q4_0) {
+        out->dot = vbmi ? dot_q4_0_prep_b8 : dot_q4_0_prep_w16;
+        out->dot4 = vbmi ? dot4_q4_0_prep_b8 : dot4_q4_0_prep_w16;
+    } else {
+        out->dot = vbmi ? dot_q8_0_prep_b8 : dot_q8_0_prep_w16;
+        out->dot4 = vbmi ? dot4_q8_0_prep_b8 : dot4_q8_0_prep_w16;
+    }
     return 1;
 }
 

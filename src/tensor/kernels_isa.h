@@ -31,6 +31,8 @@ typedef struct zl_prep_kernel {
     size_t (*size)(int64_t n);                         /* bytes of a prepared row */
     void (*prep)(const void *xq, void *xp, int64_t n); /* partner row -> prepared */
     zl_dot_fn dot;                                     /* dot(weight row, prepared row, n) */
+    /* out[t] = dot(weight row, prepared row t) for t < 4, the rows xstride bytes apart */
+    void (*dot4)(const void *w, const void *xp, size_t xstride, int64_t n, float *out);
 } zl_prep_kernel;
 /* 1 and *out filled when the level has a prepared kernel for t, else 0. */
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out);

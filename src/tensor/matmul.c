@@ -102,9 +102,12 @@ static void quant_rows(void *ctx, int ith, int nth) {
     }
 }
 
+typedef void (*dot4_fn)(const void *w, const void *xp, size_t xstride, int64_t n, float *out);
+
 typedef struct {
     const zl_mat *W;
     zl_dot_fn dot;
+    dot4_fn dot4; /* four tokens per weight row, or NULL */
     const uint8_t *xq;
     size_t xq_stride;
     int n_tok;
@@ -132,7 +135,17 @@ static void dot_rows(void *ctx, int ith, int nth) {
     for (long tl = tb; tl < te; tl++) {
         int64_t r0 = tl * tile, r1 = r0 + tile;
         if (r1 > j->W->rows) r1 = j->W->rows;
-        for (int t = 0; t < j->n_tok; t++) {
+        int t = 0;
+        if (j->dot4)
+            for (; t + 4 <= j->n_tok; t += 4) {
+                const uint8_t *xt = j->xq + (size_t)t * j->xq_stride;
+                float *yt = j->y + (int64_t)t * j->ldy, out[4];
+                for (int64_t r = r0; r < r1; r++) {
+                    j->dot4(w + (size_t)r * rb, xt, j->xq_stride, cols, out);
+                    for (int k = 0; k < 4; k++) yt[k * j->ldy + r] = out[k];
+                }
+            }
+        for (; t < j->n_tok; t++) {
             const uint8_t *xt = j->xq + (size_t)t * j->xq_stride;
             float *yt = j->y + (int64_t)t * j->ldy;
             for (int64_t r = r0; r < r1; r++) yt[r] = j->dot(w + (size_t)r * rb, xt, cols);
@@ -151,6 +164,7 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
 
     const uint8_t *xq;
     size_t stride;
+    dot4_fn dot4 = NULL;
     if (partner == ZL_TYPE_F32) {
         xq = (const uint8_t *)x;
         stride = (size_t)ldx * sizeof(float);
@@ -169,12 +183,15 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
         else quant_rows(&qj, 0, 1);
         xq = prep ? pbuf : buf;
         stride = prep ? pstride : qstride;
-        if (prep) dot = pk.dot;
+        if (prep) {
+            dot = pk.dot;
+            dot4 = pk.dot4;
+        }
     }
 
     int64_t tile = (int64_t)(ZL_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
     if (tile < 1) tile = 1;
-    dot_job dj = {W, dot, xq, stride, n_tok, y, ldy, tile};
+    dot_job dj = {W, dot, dot4, xq, stride, n_tok, y, ldy, tile};
     zl_pool_run(pool, dot_rows, &dj);
     return;
 fail:

@@ -658,6 +658,23 @@ Test(vec_dot, prepared_kernels) {
                     float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x, n), got = pk.dot(w, xp, n);
                     REQUIRE(fabs((double)got - ref) <= 1e-5 * scale, "%s vnni=%d vbmi=%d n=%ld: got %.9g ref %.9g",
                             tname(t), vnni, vbmi, (long)n, got, ref);
+                    /* four tokens at once, rows an odd stride apart */
+                    size_t xs = zl_row_size(p, n), ps = pk.size(n) + 4 * 7;
+                    uint8_t *x4 = malloc(4 * xs), *xp4 = malloc(4 * ps);
+                    float out[4];
+                    for (int k = 0; k < 4; k++) {
+                        random_partner_row(p, x4 + k * xs, n);
+                        pk.prep(x4 + k * xs, xp4 + k * ps, n);
+                    }
+                    pk.dot4(w, xp4, ps, n, out);
+                    for (int k = 0; k < 4; k++) {
+                        double sc = abs_dot(t, w, p, x4 + k * xs, n, NULL);
+                        float r = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x4 + k * xs, n);
+                        REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s dot4 vbmi=%d n=%ld tok %d: got %.9g ref %.9g",
+                                tname(t), vbmi, (long)n, k, out[k], r);
+                    }
+                    free(x4);
+                    free(xp4);
                     free(w);
                     free(x);
                     free(xp);

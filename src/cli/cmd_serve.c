@@ -29,6 +29,13 @@ static void serve_usage(FILE *f) {
           "  --session-kv-mb N       KV memory all idle sessions may hold; LRU eviction beyond (default 1024)\n"
           "  --prefix-cache-mb N     tenant-isolated prefix cache size (default 256; 0 = off)\n"
           "  --session-secret-file F HMAC key for session tokens (default: random per start)\n"
+          "  --compute PRESET        default controls: exact (full KV, ring off), balanced (full KV + lookup\n"
+          "                          ring 5), aggressive (anchor KV at 25% of the context + lookup ring)\n"
+          "  --spec lookup|off       default verification ring (lossless speculative decoding; default off)\n"
+          "  --ring N                initial drafted tokens per verify step, 1..16 (default 5; adaptive)\n"
+          "  --kv-policy P           default KV policy: full (default) | window | anchor\n"
+          "  --kv-budget B           tokens kept under a bounded policy: a count, or a fraction of --ctx (0.25)\n"
+          "                          (requests override all of these: X-Zerolayer-* headers, body \"zerolayer\")\n"
           "  --debug-step-ms N       sleep after each engine step (tests only)\n",
           f);
 }
@@ -40,8 +47,8 @@ int cmd_serve(int argc, char **argv) {
     o.sched.n_parallel = 8;
     o.sched.max_queue = 64;
     o.sched.step_tokens = 256;
-    const char *model = NULL;
-    int n_ctx = 0, threads = 0;
+    const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL;
+    int n_ctx = 0, threads = 0, ring = 0;
     const char **keys = calloc((size_t)argc, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
     for (int i = 1; i < argc; i++) {
@@ -63,6 +70,7 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("-t", 1, 1024, threads)
         NEXT_INT("--threads", 1, 1024, threads)
         NEXT_INT("--debug-step-ms", 0, 10000, o.sched.debug_step_ms)
+        NEXT_INT("--ring", 1, 16, ring)
 #undef NEXT_INT
         if (!strcmp(a, "--session-ttl") || !strcmp(a, "--prefill-idle")) {
             char *end = NULL;
@@ -90,6 +98,15 @@ int cmd_serve(int argc, char **argv) {
             i++;
             continue;
         }
+        if (!strcmp(a, "--compute") || !strcmp(a, "--spec") || !strcmp(a, "--kv-policy") || !strcmp(a, "--kv-budget")) {
+            if (!v) { free(keys); return cli_fail("%s needs a value", a); }
+            if (!strcmp(a, "--compute")) compute = v;
+            else if (!strcmp(a, "--spec")) spec = v;
+            else if (!strcmp(a, "--kv-policy")) kv_policy = v;
+            else kv_budget = v;
+            i++;
+            continue;
+        }
         if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") ||
                    !strcmp(a, "--chat-template") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file"))) {
             free(keys);
@@ -107,6 +124,19 @@ int cmd_serve(int argc, char **argv) {
             return cli_fail("serve: unknown option '%s'", a);
         }
     }
+    /* default ring / KV controls: the preset, then the explicit flags */
+    zl_job_ctl *ctl = &o.sched.ctl;
+    if (compute && zl_job_ctl_preset(compute, ctl)) {
+        free(keys);
+        return cli_fail("--compute must be exact, balanced or aggressive (got '%s')", compute);
+    }
+    if (spec) {
+        if (!strcmp(spec, "lookup")) ctl->spec = ZL_SPEC_LOOKUP;
+        else if (!strcmp(spec, "off")) ctl->spec = ZL_SPEC_OFF;
+        else { free(keys); return cli_fail("--spec must be lookup or off for serve (got '%s')", spec); }
+    }
+    if (ring) ctl->ring = ring;
+    if (kv_policy && cli_kv_policy(kv_policy, &ctl->kv_policy)) { free(keys); return 1; }
     o.api_keys = keys;
     o.model_path = model ? model : cli_default_model();
     zl_err err = {0};
@@ -115,6 +145,18 @@ int cmd_serve(int argc, char **argv) {
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }
     int ctx_train = zl_llm_n_ctx_train(llm);
     o.sched.n_ctx = n_ctx > 0 ? n_ctx : (ctx_train > 0 && ctx_train < 4096 ? ctx_train : 4096);
+    if (kv_budget) {
+        long b = 0;
+        if (cli_budget("--kv-budget", kv_budget, o.sched.n_ctx, &b)) { zl_llm_close(llm); free(keys); return 1; }
+        ctl->kv_budget = (int)(b > o.sched.n_ctx ? o.sched.n_ctx : b);
+        ctl->kv_frac = 0;
+    }
+    if (ctl->kv_policy != ZL_KV_POLICY_FULL && zl_job_ctl_budget(ctl, o.sched.n_ctx) < ZL_KV_BUDGET_MIN) {
+        zl_llm_close(llm);
+        free(keys);
+        return cli_fail("--kv-budget: %d tokens of the %d-token context is below the %d a bounded policy needs",
+                        zl_job_ctl_budget(ctl, o.sched.n_ctx), o.sched.n_ctx, ZL_KV_BUDGET_MIN);
+    }
     int rc = zl_server_run(llm, &o, &err);
     zl_llm_close(llm);
     free(keys);

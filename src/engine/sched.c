@@ -19,6 +19,9 @@
 
 #include "../base/err.h"
 
+#define ZL_JOB_RING_OUT 17   /* tokens one ring step may emit: 1 + the largest ring */
+#define ZL_SCHED_MAX_SOLO 64 /* own-forward prompt chunks per engine step */
+
 struct zl_job {
     /* input, immutable after submit */
     int32_t *prompt;
@@ -38,6 +41,18 @@ struct zl_job {
     int32_t pending;  /* sampled token to feed next step, -1 if none */
     zl_job_hooks hooks;
     int prefill_only;
+    /* ring / KV controls (input) and their engine-side state */
+    zl_job_ctl ctl;
+    int has_ctl;
+    uint8_t *anchors; /* n_prompt bytes or NULL */
+    int ring_on;      /* decodes with zl_seq_step, outside the batched forward */
+    int ring_ready;   /* prompt done: the next ring step may run */
+    int bounded;      /* a bounded KV policy: no context limit */
+    unsigned long long seen_drafted, seen_accepted, seen_evicted;
+    /* engine-side tallies, copied into times under s->mu (job_flush) */
+    unsigned long long ev_new, dr_new, ac_new;
+    double kv_read;
+    int kv_steps, anchors_now, ring_steps;
     zl_job *next;     /* queue / running list link */
 };
 
@@ -54,6 +69,8 @@ struct zl_sched {
     int n_running;
     long long steps;
     long long kv_used;
+    unsigned long long ring_drafted, ring_accepted, kv_evicted;
+    long long kv_anchor_tokens;
     float *lp_scratch;
 };
 
@@ -85,6 +102,7 @@ static void job_unref(zl_job *j) {
     if (atomic_fetch_sub(&j->refs, 1) != 1) return;
     zl_seq_free(j->seq);
     if (j->hooks.ud_free) j->hooks.ud_free(j->hooks.ud);
+    free(j->anchors);
     free(j->prompt);
     free(j->toks);
     free(j);
@@ -92,6 +110,48 @@ static void job_unref(zl_job *j) {
 
 void zl_job_set_hooks(zl_job *j, const zl_job_hooks *h) { j->hooks = *h; }
 void zl_job_set_prefill_only(zl_job *j) { j->prefill_only = 1; }
+
+void zl_job_set_ctl(zl_job *j, const zl_job_ctl *c) {
+    j->ctl = *c;
+    j->has_ctl = 1;
+}
+
+int zl_job_set_anchors(zl_job *j, const uint8_t *mask) {
+    free(j->anchors);
+    j->anchors = NULL;
+    if (!mask || j->n_prompt <= 0) return 0;
+    if (!(j->anchors = malloc((size_t)j->n_prompt))) return ZL_ENOMEM;
+    memcpy(j->anchors, mask, (size_t)j->n_prompt);
+    return 0;
+}
+
+int zl_job_ctl_budget(const zl_job_ctl *c, int n_ctx) {
+    if (c->kv_policy == ZL_KV_POLICY_FULL) return 0;
+    long b = c->kv_budget > 0 ? c->kv_budget : c->kv_frac > 0 ? (long)((double)c->kv_frac * n_ctx) : n_ctx;
+    if (c->kv_budget <= 0 && b < ZL_KV_BUDGET_MIN) b = ZL_KV_BUDGET_MIN; /* a fraction is clamped up to the minimum */
+    return b > n_ctx ? n_ctx : (int)b;
+}
+
+const zl_job_ctl *zl_sched_ctl(const zl_sched *s) { return &s->o.ctl; }
+
+int zl_job_ctl_preset(const char *name, zl_job_ctl *out) {
+    zl_job_ctl c = {0};
+    if (!name) return ZL_EINVAL;
+    if (!strcmp(name, "exact")) {
+    } else if (!strcmp(name, "balanced")) {
+        c.spec = ZL_SPEC_LOOKUP;
+        c.ring = 5;
+    } else if (!strcmp(name, "aggressive")) {
+        c.spec = ZL_SPEC_LOOKUP;
+        c.ring = 5;
+        c.kv_policy = ZL_KV_POLICY_ANCHOR;
+        c.kv_frac = 0.25f;
+    } else {
+        return ZL_EINVAL;
+    }
+    *out = c;
+    return 0;
+}
 
 void zl_job_cancel(zl_job *j) { atomic_store(&j->cancel, 1); }
 
@@ -246,81 +306,280 @@ static int sched_reap(zl_sched *s, zl_job **dead) {
     return n;
 }
 
+/* KV bookkeeping after a forward of j's sequence (engine thread, no lock):
+ * the bytes its attention read and what the policy evicted; job_flush
+ * moves the tallies into the job's times and the scheduler's totals. */
+static void job_kv_note(zl_job *j, int decode) {
+    zl_kv_stats ks;
+    zl_seq_kv_stats(j->seq, &ks);
+    if (decode) {
+        j->kv_read += (double)ks.cached * (double)ks.bytes_per_token;
+        j->kv_steps++;
+    }
+    j->anchors_now = ks.anchors;
+    j->ev_new += ks.evicted >= j->seen_evicted ? ks.evicted - j->seen_evicted : 0;
+    j->seen_evicted = ks.evicted;
+}
+
+/* Under s->mu. */
+static void job_flush(zl_sched *s, zl_job *j) {
+    s->kv_evicted += j->ev_new;
+    s->ring_drafted += j->dr_new;
+    s->ring_accepted += j->ac_new;
+    j->times.kv_evicted += j->ev_new;
+    j->times.ring_drafted += j->dr_new;
+    j->times.ring_accepted += j->ac_new;
+    j->ev_new = j->dr_new = j->ac_new = 0;
+    j->times.kv_read_bytes = j->kv_read;
+    j->times.kv_read_steps = j->kv_steps;
+    j->times.kv_anchors = j->anchors_now;
+    j->times.ring_steps = (unsigned long long)j->ring_steps;
+}
+
+/* Finish checks after a token was pushed.  fed: the token is already in the
+ * sequence (ring) rather than pending.  Under s->mu. */
+static void job_check_end(zl_sched *s, zl_job *j, int32_t id) {
+    if (zl_llm_is_eog(s->llm, id)) job_finish(s, j, ZL_FINISH_EOG);
+    else if (j->max_tokens > 0 && j->n_toks >= j->max_tokens) job_finish(s, j, ZL_FINISH_LENGTH);
+    else if (!j->ring_on && zl_seq_room(j->seq) < 1) job_finish(s, j, ZL_FINISH_CTX);
+}
+
+/* Prompt chunk of a job with anchors or a bounded KV policy: its own forward
+ * (zl_llm_eval_batch has no anchor mask, and a bounded cache evicts in chunks
+ * that leave room).  Returns the tokens fed, or -1 after finishing the job
+ * with an error. */
+static int job_prefill_solo(zl_sched *s, zl_job *j, int n) {
+    zl_err err = {0};
+    const uint8_t *mask = j->anchors ? j->anchors + j->n_fed : NULL;
+    double t0 = zl_now_ms();
+    int rc = zl_seq_eval_anchored(j->seq, j->prompt + j->n_fed, mask, n, 0, NULL, &err);
+    if (s->o.on_step) s->o.on_step(s->o.on_step_ud, 1, n, zl_now_ms() - t0);
+    if (!rc) job_kv_note(j, 0);
+    pthread_mutex_lock(&s->mu);
+    job_flush(s, j);
+    if (rc) {
+        snprintf(j->times.error, sizeof j->times.error, "%s", err.msg);
+        job_finish(s, j, ZL_FINISH_ERROR);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc) return -1;
+    j->n_fed += n;
+    if (j->prefill_only && j->n_fed >= j->n_prompt) {
+        pthread_mutex_lock(&s->mu);
+        job_finish(s, j, ZL_FINISH_LENGTH);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return n;
+}
+
+/* One ring step of j: zl_seq_step drafts, verifies in one forward and emits
+ * the accepted tokens (already fed).  When a full-policy context has no room
+ * left, plain decoding would still sample one last token it never feeds; so
+ * does this, and the job ends there (greedy output stays identical). */
+static void job_ring_advance(zl_sched *s, zl_job *j) {
+    int32_t out[ZL_JOB_RING_OUT];
+    int max_out = ZL_JOB_RING_OUT, last = 0;
+    if (j->max_tokens > 0 && j->max_tokens - j->n_toks < max_out) max_out = j->max_tokens - j->n_toks;
+    if (max_out < 1) max_out = 1;
+    zl_err err = {0};
+    double t0 = zl_now_ms();
+    int n;
+    if (zl_seq_room(j->seq) < 1) {
+        out[0] = zl_seq_sample(j->seq);
+        n = 1;
+        last = 1;
+    } else {
+        n = zl_seq_step(j->seq, out, max_out, &err);
+    }
+    double t1 = zl_now_ms();
+    if (s->o.on_step && !last) s->o.on_step(s->o.on_step_ud, 1, n > 0 ? n : 1, t1 - t0);
+    if (n > 0 && !last) {
+        job_kv_note(j, 1);
+        j->ring_steps++;
+    }
+    zl_spec_stats st;
+    zl_seq_spec_stats(j->seq, &st);
+    j->dr_new += st.drafted >= j->seen_drafted ? st.drafted - j->seen_drafted : 0;
+    j->ac_new += st.accepted >= j->seen_accepted ? st.accepted - j->seen_accepted : 0;
+    j->seen_drafted = st.drafted;
+    j->seen_accepted = st.accepted;
+    pthread_mutex_lock(&s->mu);
+    job_flush(s, j);
+    j->times.sample_ms += t1 - t0;
+    if (n < 1) {
+        snprintf(j->times.error, sizeof j->times.error, "%s", err.msg);
+        job_finish(s, j, ZL_FINISH_ERROR);
+    } else {
+        for (int i = 0; i < n && !j->finish; i++) {
+            zl_job_tok t = {0};
+            t.id = out[i];
+            t.t_ms = t1;
+            if (!j->times.t_first) j->times.t_first = t1;
+            job_push(j, &t);
+            job_check_end(s, j, t.id);
+        }
+        if (!j->finish && last) job_finish(s, j, ZL_FINISH_CTX);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void sched_step(zl_sched *s, zl_batch_item *items, zl_job **owners, int *n_need) {
     zl_llm *llm = s->llm;
     int nv = zl_llm_n_vocab(llm);
-    int n_items = 0, budget = s->o.step_tokens;
+    int n_items = 0, budget = s->o.step_tokens, n_work = 0;
     /* decode tokens first: every generating sequence advances each step */
     for (int i = 0; i < s->o.n_parallel; i++) {
         zl_job *j = s->running[i];
-        if (!j || j->finish || !j->seq || j->pending < 0) continue;
+        if (!j || j->finish || !j->seq || j->pending < 0 || j->ring_on) continue;
         items[n_items] = (zl_batch_item){j->seq, &j->pending, 1};
         owners[n_items++] = j;
         budget--;
     }
-    /* then prompt chunks, oldest admission first, within the budget */
+    /* then prompt chunks, oldest admission first, within the budget; anchored
+     * or bounded prompts run on their own forward after the batch */
+    zl_job *solo[ZL_SCHED_MAX_SOLO];
+    int solo_n[ZL_SCHED_MAX_SOLO], n_solo = 0;
     for (int i = 0; i < s->o.n_parallel; i++) {
         zl_job *j = s->running[i];
         if (!j || j->finish || !j->seq || j->n_fed >= j->n_prompt) continue;
         if (budget <= 0) break;
         int n = j->n_prompt - j->n_fed;
         if (n > budget) n = budget;
-        items[n_items] = (zl_batch_item){j->seq, j->prompt + j->n_fed, n};
-        owners[n_items++] = j;
+        if (j->anchors || j->bounded) {
+            if (n_solo == ZL_SCHED_MAX_SOLO) continue;
+            solo[n_solo] = j;
+            solo_n[n_solo++] = n;
+        } else {
+            items[n_items] = (zl_batch_item){j->seq, j->prompt + j->n_fed, n};
+            owners[n_items++] = j;
+        }
         budget -= n;
     }
-    *n_need = n_items;
-    if (!n_items) return;
-    double t0 = zl_now_ms();
-    zl_err err = {0};
-    int rc = zl_llm_eval_batch(llm, items, n_items, &err);
-    double t1 = zl_now_ms();
-    int n_tok = 0;
-    for (int i = 0; i < n_items; i++) n_tok += items[i].n;
-    if (s->o.on_step) s->o.on_step(s->o.on_step_ud, n_items, n_tok, t1 - t0);
+    n_work = n_items + n_solo;
+    if (n_items) {
+        double t0 = zl_now_ms();
+        zl_err err = {0};
+        int rc = zl_llm_eval_batch(llm, items, n_items, &err);
+        double t1 = zl_now_ms();
+        int n_tok = 0;
+        for (int i = 0; i < n_items; i++) n_tok += items[i].n;
+        if (s->o.on_step) s->o.on_step(s->o.on_step_ud, n_items, n_tok, t1 - t0);
 
-    /* sample outside the lock: only this thread touches the sequences */
-    zl_job_tok *outs = malloc((size_t)n_items * sizeof *outs);
-    int *has = calloc((size_t)n_items, sizeof *has);
-    for (int i = 0; !rc && outs && has && i < n_items; i++) {
-        zl_job *j = owners[i];
-        if (items[i].ids != &j->pending) {
-            j->n_fed += items[i].n;
-            if (j->n_fed < j->n_prompt || j->prefill_only) continue;
+        /* sample outside the lock: only this thread touches the sequences */
+        zl_job_tok *outs = malloc((size_t)n_items * sizeof *outs);
+        int *has = calloc((size_t)n_items, sizeof *has);
+        for (int i = 0; !rc && outs && has && i < n_items; i++) {
+            zl_job *j = owners[i];
+            if (items[i].ids != &j->pending) {
+                j->n_fed += items[i].n;
+                if (j->n_fed < j->n_prompt || j->prefill_only) continue;
+                if (j->ring_on) { j->ring_ready = 1; continue; } /* its first token comes from the ring step */
+            } else {
+                job_kv_note(j, 1);
+            }
+            double ts = zl_now_ms();
+            const float *lg = zl_seq_logits(j->seq);
+            zl_job_tok t = {0};
+            t.id = zl_seq_sample(j->seq);
+            if (j->n_top >= 0 && lg) job_logprobs(s, lg, nv, &t, j->n_top);
+            t.t_ms = zl_now_ms();
+            j->times.sample_ms += t.t_ms - ts;
+            outs[i] = t;
+            has[i] = 1;
         }
+        pthread_mutex_lock(&s->mu);
+        for (int i = 0; i < n_items; i++) {
+            zl_job *j = owners[i];
+            if (rc || !outs || !has) {
+                snprintf(j->times.error, sizeof j->times.error, "%s", rc ? err.msg : "out of memory");
+                job_finish(s, j, ZL_FINISH_ERROR);
+                continue;
+            }
+            job_flush(s, j);
+            if (!has[i]) {
+                if (j->prefill_only && j->n_fed >= j->n_prompt) job_finish(s, j, ZL_FINISH_LENGTH);
+                continue;
+            }
+            if (!j->times.t_first) j->times.t_first = outs[i].t_ms;
+            job_push(j, &outs[i]);
+            j->pending = outs[i].id;
+            job_check_end(s, j, outs[i].id);
+        }
+        s->steps++;
+        pthread_mutex_unlock(&s->mu);
+        free(outs);
+        free(has);
+    }
+    /* anchored / bounded prompt chunks; a plain job whose prompt completes
+     * here samples its first token like the batch path */
+    for (int k = 0; k < n_solo; k++) {
+        zl_job *j = solo[k];
+        if (job_prefill_solo(s, j, solo_n[k]) < 0 || j->n_fed < j->n_prompt || j->prefill_only) continue;
+        if (j->ring_on) { j->ring_ready = 1; continue; }
         double ts = zl_now_ms();
         const float *lg = zl_seq_logits(j->seq);
         zl_job_tok t = {0};
         t.id = zl_seq_sample(j->seq);
         if (j->n_top >= 0 && lg) job_logprobs(s, lg, nv, &t, j->n_top);
         t.t_ms = zl_now_ms();
+        pthread_mutex_lock(&s->mu);
         j->times.sample_ms += t.t_ms - ts;
-        outs[i] = t;
-        has[i] = 1;
+        if (!j->times.t_first) j->times.t_first = t.t_ms;
+        job_flush(s, j);
+        job_push(j, &t);
+        j->pending = t.id;
+        job_check_end(s, j, t.id);
+        pthread_mutex_unlock(&s->mu);
     }
+    /* ring sequences: one verify step each, on their own forward */
+    for (int i = 0; i < s->o.n_parallel; i++) {
+        zl_job *j = s->running[i];
+        if (!j || j->finish || !j->seq || !j->ring_on || !j->ring_ready) continue;
+        if (atomic_load(&j->cancel)) continue;
+        job_ring_advance(s, j);
+        n_work++;
+    }
+    if (!n_items && n_work) {
+        pthread_mutex_lock(&s->mu);
+        s->steps++;
+        pthread_mutex_unlock(&s->mu);
+    }
+    *n_need = n_work;
+}
+
+/* Apply the job's ring and KV controls to its fresh (or reused) sequence.
+ * Engine thread, no lock.  Returns 0 or an error code with err set. */
+static int job_arm(zl_sched *s, zl_job *j, zl_err *err) {
+    const zl_job_ctl *c = j->has_ctl ? &j->ctl : &s->o.ctl;
+    int n_ctx = zl_seq_n_ctx(j->seq);
+    if (j->anchors && j->n_fed > 0) {
+        /* reused KV carries no anchor marks: evaluate the whole prompt */
+        zl_seq_truncate(j->seq, 0);
+        j->n_fed = 0;
+        j->times.n_cached = 0;
+    }
+    int budget = zl_job_ctl_budget(c, n_ctx);
+    int rc = zl_seq_set_kv_policy(j->seq, c->kv_policy, budget, err);
+    if (rc) return rc;
+    j->bounded = c->kv_policy != ZL_KV_POLICY_FULL;
+    j->ring_on = c->spec != ZL_SPEC_OFF && j->n_top < 0 && !j->prefill_only;
+    zl_spec_opts so = {j->ring_on ? ZL_SPEC_LOOKUP : ZL_SPEC_OFF, c->ring, 0, NULL};
+    if ((rc = zl_seq_set_spec(j->seq, &so, err))) return rc;
+    zl_kv_stats ks;
+    zl_seq_kv_stats(j->seq, &ks);
+    j->seen_evicted = ks.evicted;
+    j->anchors_now = ks.anchors;
+    zl_spec_stats st;
+    zl_seq_spec_stats(j->seq, &st);
+    j->seen_drafted = st.drafted;
+    j->seen_accepted = st.accepted;
+    if (j->bounded && j->max_tokens <= 0) j->max_tokens = n_ctx; /* a bounded sequence never fills up */
     pthread_mutex_lock(&s->mu);
-    for (int i = 0; i < n_items; i++) {
-        zl_job *j = owners[i];
-        if (rc || !outs || !has) {
-            snprintf(j->times.error, sizeof j->times.error, "%s", rc ? err.msg : "out of memory");
-            job_finish(s, j, ZL_FINISH_ERROR);
-            continue;
-        }
-        if (!has[i]) {
-            if (j->prefill_only && j->n_fed >= j->n_prompt) job_finish(s, j, ZL_FINISH_LENGTH);
-            continue;
-        }
-        if (!j->times.t_first) j->times.t_first = outs[i].t_ms;
-        job_push(j, &outs[i]);
-        j->pending = outs[i].id;
-        if (zl_llm_is_eog(llm, outs[i].id)) job_finish(s, j, ZL_FINISH_EOG);
-        else if (j->max_tokens > 0 && j->n_toks >= j->max_tokens) job_finish(s, j, ZL_FINISH_LENGTH);
-        else if (zl_seq_n_past(j->seq) >= zl_seq_n_ctx(j->seq)) job_finish(s, j, ZL_FINISH_CTX);
-    }
-    s->steps++;
+    j->times.ring_on = j->ring_on;
+    j->times.kv_policy = (int)c->kv_policy;
+    j->times.kv_budget = j->bounded ? ks.budget : 0;
     pthread_mutex_unlock(&s->mu);
-    free(outs);
-    free(has);
+    return 0;
 }
 
 static void *sched_main(void *arg) {
@@ -368,8 +627,9 @@ static void *sched_main(void *arg) {
             } else {
                 rc = zl_seq_new(&j->seq, s->llm, &so, &err);
             }
+            if (!rc) rc = job_arm(s, j, &err);
             j->times.kv_ms += zl_now_ms() - t0;
-            if (rc || j->n_prompt <= 0 || j->n_prompt >= s->o.n_ctx) {
+            if (rc || j->n_prompt <= 0 || (!j->bounded && j->n_prompt >= s->o.n_ctx)) {
                 pthread_mutex_lock(&s->mu);
                 snprintf(j->times.error, sizeof j->times.error, "%s",
                          rc ? err.msg : "prompt does not fit in the context");
@@ -381,10 +641,14 @@ static void *sched_main(void *arg) {
         sched_step(s, items, owners, &n_need);
         if (n_need && s->o.debug_step_ms > 0) usleep((useconds_t)s->o.debug_step_ms * 1000);
         pthread_mutex_lock(&s->mu);
-        long long used = 0;
+        long long used = 0, anchors = 0;
         for (int i = 0; i < np; i++)
-            if (s->running[i] && s->running[i]->seq) used += zl_seq_n_past(s->running[i]->seq);
+            if (s->running[i] && s->running[i]->seq) {
+                used += zl_seq_n_cached(s->running[i]->seq);
+                anchors += s->running[i]->anchors_now;
+            }
         s->kv_used = used;
+        s->kv_anchor_tokens = anchors;
         pthread_cond_broadcast(&s->out_cv);
         if (s->stop) {
             for (int i = 0; i < np; i++)
@@ -462,6 +726,10 @@ void zl_sched_get_stats(zl_sched *s, zl_sched_stats *st) {
     st->kv_used = s->kv_used;
     st->kv_capacity = (long long)s->o.n_parallel * s->o.n_ctx;
     st->steps = s->steps;
+    st->ring_drafted = s->ring_drafted;
+    st->ring_accepted = s->ring_accepted;
+    st->kv_evicted = s->kv_evicted;
+    st->kv_anchor_tokens = s->kv_anchor_tokens;
     pthread_mutex_unlock(&s->mu);
 }
 

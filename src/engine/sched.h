@@ -48,12 +48,35 @@ typedef struct zl_job_tok {
 typedef struct zl_job zl_job;
 typedef struct zl_sched zl_sched;
 
+/* Per-job decoding controls: the verification ring (lossless speculative
+ * decoding, zl_seq_set_spec) and KV slicing (zl_seq_set_kv_policy).  The
+ * all-zero value is today's behaviour: ring off, full KV. */
+typedef struct zl_job_ctl {
+    zl_spec_mode spec;           /* ZL_SPEC_OFF or ZL_SPEC_LOOKUP */
+    int ring;                    /* initial drafted tokens per step, 1..16 (0: 5); adaptive up to 16 */
+    zl_kv_policy_kind kv_policy; /* full | window | anchor */
+    int kv_budget;               /* tokens kept under a bounded policy (0: kv_frac of n_ctx, or n_ctx) */
+    float kv_frac;               /* budget as a fraction of n_ctx when kv_budget is 0 (0: whole context) */
+} zl_job_ctl;
+/* Smallest budget a bounded policy accepts: 4 sinks + 2 x 32 recent tokens. */
+#define ZL_KV_BUDGET_MIN 68
+/* The budget in tokens that ctl gives a sequence of n_ctx (0 under full); a
+ * fraction is clamped up to ZL_KV_BUDGET_MIN, a token count is not. */
+int zl_job_ctl_budget(const zl_job_ctl *c, int n_ctx);
+/* Compute presets (whole controls):
+ *   exact       full KV, ring off
+ *   balanced    full KV + lookup ring (ring 5)
+ *   aggressive  anchor policy at 25% of the context + lookup ring (ring 5)
+ * Returns 0, or ZL_EINVAL for an unknown name. */
+int zl_job_ctl_preset(const char *name, zl_job_ctl *out);
+
 typedef struct zl_sched_opts {
     int n_parallel;   /* running sequences at most (>= 1) */
     int max_queue;    /* waiting jobs at most; submit fails beyond */
     int n_ctx;        /* context of each sequence */
     int step_tokens;  /* tokens per batched forward at most (decode + prefill) */
     int debug_step_ms;/* sleep this long after each step (tests only) */
+    zl_job_ctl ctl;   /* controls of jobs that do not set their own (server defaults) */
     /* Called by the engine thread after every forward (for metrics). */
     void (*on_step)(void *ud, int n_seqs, int n_tokens, double ms);
     void *on_step_ud;
@@ -63,6 +86,9 @@ typedef struct zl_sched_stats {
     int running, waiting, n_parallel, n_ctx;
     long long kv_used, kv_capacity; /* positions held / n_parallel * n_ctx */
     long long steps;
+    /* verification ring and KV slicing, summed over every job so far */
+    unsigned long long ring_drafted, ring_accepted, kv_evicted;
+    long long kv_anchor_tokens; /* anchored tokens held by running sequences now */
 } zl_sched_stats;
 
 double zl_now_ms(void);
@@ -99,6 +125,17 @@ void zl_job_set_hooks(zl_job *j, const zl_job_hooks *h);
 /* Before submit: evaluate the prompt and finish (LENGTH) without sampling
  * (typing-ahead prefill). */
 void zl_job_set_prefill_only(zl_job *j);
+/* Before submit: this job's ring / KV controls (else the scheduler's).  The
+ * ring is not used when the job asks for logprobs (n_top_logprobs >= 0): a
+ * verify step has no per-token distribution to report.  Under a bounded KV
+ * policy the prompt may exceed the context and max_tokens <= 0 means n_ctx
+ * tokens (a bounded sequence never fills up). */
+void zl_job_set_ctl(zl_job *j, const zl_job_ctl *c);
+/* Before submit: per prompt token, 1 = an anchor that is never evicted
+ * (n_prompt bytes, copied).  Anchored prompts skip prefix reuse.  Returns 0
+ * or ZL_ENOMEM. */
+int zl_job_set_anchors(zl_job *j, const uint8_t *mask);
+const zl_job_ctl *zl_sched_ctl(const zl_sched *s);
 /* Release the caller's reference (cancels the job if it is still going). */
 void zl_job_release(zl_job *j);
 /* Returns 0, or ZL_ERANGE when the queue is full (the job is not taken). */
@@ -118,6 +155,11 @@ typedef struct zl_job_times {
     double t_submit, t_admit, t_first, t_done; /* ms on the zl_now_ms clock; 0 if not reached */
     double kv_ms, sample_ms;                   /* sequence setup, sampling */
     int n_prompt, n_cached, n_generated;
+    /* verification ring (ring_on: the job decoded with it) and KV slicing */
+    int ring_on, kv_policy, kv_budget, kv_anchors;
+    unsigned long long ring_steps, ring_drafted, ring_accepted, kv_evicted;
+    double kv_read_bytes; /* summed over decode forwards: cached tokens x K+V bytes per token */
+    int kv_read_steps;
     char error[256];
 } zl_job_times;
 void zl_job_get_times(zl_sched *s, zl_job *j, zl_job_times *t);

@@ -230,9 +230,15 @@ int zl_ant_tokens(zl_srv *srv, zl_ant_req *q, zl_verr *e) {
 enum MHD_Result zl_api_messages(zl_req *r, json_t *b) {
     zl_ant_req q;
     zl_verr e = {{0}, {0}};
-    if (zl_ant_parse(r->srv, b, 0, &q, &e) < 0) {
+    if (zl_ant_parse(r->srv, b, 0, &q, &e) < 0 || zl_ctl_parse(r, b, &e) < 0) {
         zl_ant_free(&q);
         return zl_reply_error(r, ZL_E_INVALID, e.param, "%s", e.msg);
+    }
+    q.gp.ctl = r->ctl.ctl;
+    q.gp.has_ctl = 1;
+    if (r->ctl.bounded) { /* a bounded KV policy may generate past the context */
+        json_int_t mt = json_integer_value(json_object_get(b, "max_tokens"));
+        q.gp.max_tokens = mt > ZL_MAX_TOKENS_BOUNDED ? ZL_MAX_TOKENS_BOUNDED : (int)mt;
     }
     zl_sess_req *sr = NULL;
     zl_chat_msg *all = NULL;
@@ -246,16 +252,28 @@ enum MHD_Result zl_api_messages(zl_req *r, json_t *b) {
     free(q.msgs);
     q.msgs = all; /* strings stay valid while sr lives: until the generation ends */
     q.n_chat = n_all;
-    if (zl_ant_tokens(r->srv, &q, &e) < 0) {
+    uint8_t *mask = NULL;
+    if (r->ctl.bounded) {
+        size_t n = 0;
+        if (zl_chat_tokens_ctl(r, q.msgs, q.n_chat, &q.ids, &mask, &n)) {
+            zl_sess_close(sr);
+            zl_ant_free(&q);
+            return MHD_YES;
+        }
+        q.n_ids = (int)n;
+    } else if (zl_ant_tokens(r->srv, &q, &e) < 0) {
         zl_sess_close(sr);
         zl_ant_free(&q);
         return zl_reply_error(r, ZL_E_INVALID, e.param, "%s", e.msg);
     }
+    q.gp.anchors = mask ? &mask : NULL;
     zl_sess_params(sr, &q.gp);
     if (!q.gp.stream_buffer) q.gp.stream_buffer = r->stream_buffer;
     int busy = 0;
     int32_t *pp = q.ids;
     zl_gen *g = zl_gen_start(r->srv->sched, &pp, &q.n_ids, 1, &q.gp, r->t_start, &busy);
+    free(mask);
+    q.gp.anchors = NULL;
     if (!g) {
         zl_ant_free(&q);
         if (busy) return zl_reply_error(r, ZL_E_BUSY, NULL, "Overloaded");

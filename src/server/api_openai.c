@@ -28,6 +28,9 @@ static int parse_common(zl_req *r, json_t *b, oai_req *q, zl_verr *e) {
     q->gp.n_logprobs = -1;
     q->model = r->srv->model_id;
     q->n = 1;
+    if (zl_ctl_parse(r, b, e) < 0) return -1;
+    q->gp.ctl = r->ctl.ctl;
+    q->gp.has_ctl = 1;
     if (zl_jv_str(b, "model", "", 0, &q->model, e) < 0) return -1;
     if (zl_jv_bool(b, "stream", "", &q->stream, e) < 0) return -1;
     json_t *so = json_object_get(b, "stream_options");
@@ -57,7 +60,9 @@ static int parse_common(zl_req *r, json_t *b, oai_req *q, zl_verr *e) {
     int n_ctx = zl_sched_n_ctx(r->srv->sched);
     if (zl_jv_int(b, "max_tokens", "", 0, 1, 1LL << 30, &q->max_tokens, e) < 0) return -1;
     if (q->chat && zl_jv_int(b, "max_completion_tokens", "", 0, 1, 1LL << 30, &q->max_tokens, e) < 0) return -1;
-    q->gp.max_tokens = q->max_tokens > n_ctx ? n_ctx : (int)q->max_tokens;
+    /* under a bounded KV policy a generation may run past the context */
+    long long cap = r->ctl.bounded ? ZL_MAX_TOKENS_BOUNDED : n_ctx;
+    q->gp.max_tokens = q->max_tokens > cap ? (int)cap : (int)q->max_tokens;
     if ((h = zl_jv_int(b, "stream_buffer", "", 0, 0, 1 << 20, &v, e)) < 0) return -1;
     if (h) q->gp.stream_buffer = (int)v;
     if (!q->gp.stream_buffer) q->gp.stream_buffer = r->stream_buffer;
@@ -236,10 +241,12 @@ static void oai_destroy(zl_sse *s) {
 
 /* ---------------- common run ---------------- */
 
-static enum MHD_Result oai_run(zl_req *r, oai_req *q, int32_t **prompts, int *n_prompts, int n_prompt_sets) {
+static enum MHD_Result oai_run(zl_req *r, oai_req *q, int32_t **prompts, int *n_prompts, uint8_t **masks,
+                               int n_prompt_sets) {
     int n = n_prompt_sets * q->n;
     int32_t *pp[MAX_CHOICES];
     int np[MAX_CHOICES];
+    uint8_t *pm[MAX_CHOICES];
     if (n > MAX_CHOICES) {
         if (q->gp.on_end) q->gp.on_end(NULL, q->gp.end_ud);
         return zl_reply_error(r, ZL_E_INVALID, "n", "at most %d choices per request", MAX_CHOICES);
@@ -247,7 +254,9 @@ static enum MHD_Result oai_run(zl_req *r, oai_req *q, int32_t **prompts, int *n_
     for (int i = 0; i < n; i++) {
         pp[i] = prompts[i / q->n];
         np[i] = n_prompts[i / q->n];
+        pm[i] = masks ? masks[i / q->n] : NULL;
     }
+    q->gp.anchors = masks ? pm : NULL;
     /* max_tokens beyond the context is not rejected (OpenAI would): the
      * generation stops at the context with finish_reason "length" */
     int busy = 0;
@@ -362,6 +371,7 @@ enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
     zl_buf *texts = calloc(nm, sizeof *texts);
     enum MHD_Result ret = MHD_NO;
     int32_t *ids = NULL;
+    uint8_t *mask = NULL;
     size_t n_ids = 0;
     zl_sess_req *sr = NULL;
     zl_chat_msg *all = NULL;
@@ -392,7 +402,7 @@ enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
     if (zl_sess_open(r, b, json_string_value(json_object_get(b, "user")), &sr)) { ret = MHD_YES; goto out; }
     if (r->sess_id[0] && q.n > 1) { ret = zl_reply_error(r, ZL_E_INVALID, "n", "n: a session request has one choice"); goto out; }
     if (zl_sess_merge(sr, r, cm, (int)nm, &all, &n_all)) { ret = MHD_YES; goto out; }
-    if (zl_chat_tokens(r, all, n_all, &ids, &n_ids)) { ret = MHD_YES; goto out; }
+    if (zl_chat_tokens_ctl(r, all, n_all, &ids, &mask, &n_ids)) { ret = MHD_YES; goto out; }
     if (zl_prompt_check(r, ids, n_ids, (int)q.max_tokens, "messages")) { ret = MHD_YES; goto out; }
     const char *extra = zl_tpl_extra_stop(r->srv->tpl);
     if (extra && q.gp.n_stops < MAX_STOPS + 1) q.stops[q.gp.n_stops++] = extra;
@@ -401,12 +411,13 @@ enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
         int np = (int)n_ids;
         zl_sess_params(sr, &q.gp);
         sr = NULL; /* the generation owns it now */
-        ret = oai_run(r, &q, &ids, &np, 1);
+        ret = oai_run(r, &q, &ids, &np, mask ? &mask : NULL, 1);
     }
 out:
     zl_sess_close(sr);
     free(all);
     free(ids);
+    free(mask);
     for (size_t i = 0; texts && i < nm; i++) zl_buf_free(&texts[i]);
     free(texts);
     free(cm);
@@ -428,6 +439,7 @@ enum MHD_Result zl_api_completions(zl_req *r, json_t *b) {
     if (!p) return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt: field required");
     int nv = zl_llm_n_vocab(r->srv->llm);
     int32_t *prompts[MAX_CHOICES] = {0};
+    uint8_t *masks[MAX_CHOICES] = {0};
     int np[MAX_CHOICES] = {0};
     int n_sets = 0;
     enum MHD_Result ret = MHD_YES;
@@ -458,7 +470,11 @@ enum MHD_Result zl_api_completions(zl_req *r, json_t *b) {
     for (int i = 0; i < n_sets; i++) {
         char f[32];
         snprintf(f, sizeof f, n_sets > 1 || json_is_array(p) ? "prompt[%d]" : "prompt", i);
-        if (!token_form[i]) {
+        if (!token_form[i] && r->ctl.bounded) {
+            size_t n = 0;
+            if (zl_ctl_tokenize(r, json_string_value(items[i]), 0, f, &prompts[i], &masks[i], &n)) goto out;
+            np[i] = (int)n;
+        } else if (!token_form[i]) {
             size_t n = 0;
             zl_err err = {0};
             if (zl_llm_tokenize(r->srv->llm, json_string_value(items[i]), json_string_length(items[i]), 1, 0,
@@ -467,6 +483,10 @@ enum MHD_Result zl_api_completions(zl_req *r, json_t *b) {
                 goto out;
             }
             np[i] = (int)n;
+        } else if (r->ctl.bounded && r->ctl.anchors) {
+            ret = zl_reply_error(r, ZL_E_INVALID, "zerolayer.anchors",
+                                 "zerolayer.anchors: needs a text prompt (%s is token ids)", f);
+            goto out;
         } else {
             size_t n = json_array_size(items[i]);
             prompts[i] = malloc((n ? n : 1) * sizeof(int32_t));
@@ -494,9 +514,9 @@ enum MHD_Result zl_api_completions(zl_req *r, json_t *b) {
         }
         zl_sess_params(sr, &q.gp);
     }
-    ret = oai_run(r, &q, prompts, np, n_sets);
+    ret = oai_run(r, &q, prompts, np, masks, n_sets);
 out:
-    for (int i = 0; i < n_sets; i++) free(prompts[i]);
+    for (int i = 0; i < n_sets; i++) free(prompts[i]), free(masks[i]);
     return ret;
 }
 

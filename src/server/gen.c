@@ -125,6 +125,7 @@ zl_gen *zl_gen_start(zl_sched *s, int32_t *const *prompts, const int *n_prompts,
     for (int i = 0; i < p->n_stops; i++)
         if (!(g->stops[i] = strdup(p->stops[i]))) { zl_gen_free(g); return NULL; }
     g->p.stops = NULL;
+    g->p.anchors = NULL;
     for (int i = 0; i < n; i++) {
         zl_gen_choice *c = &g->ch[i];
         c->stop_index = -1;
@@ -132,7 +133,9 @@ zl_gen *zl_gen_start(zl_sched *s, int32_t *const *prompts, const int *n_prompts,
         smp.seed += (uint64_t)i;
         g->n_prompt[i] = n_prompts[i];
         c->job = zl_job_new(prompts[i], n_prompts[i], &smp, p->max_tokens, p->n_logprobs);
-        if (!c->job || zl_stream_new(&c->st, g->llm, p->strip_leading_space, NULL) ||
+        if (c->job && p->has_ctl) zl_job_set_ctl(c->job, &p->ctl);
+        if (!c->job || (p->anchors && zl_job_set_anchors(c->job, p->anchors[i])) ||
+            zl_stream_new(&c->st, g->llm, p->strip_leading_space, NULL) ||
             (p->hook_job && p->hook_job(p->hook_ud, c->job, i))) {
             zl_gen_free(g);
             return NULL;
@@ -240,6 +243,16 @@ void zl_gen_timing_get(zl_gen *g, zl_gen_timing *t) {
         t->prompt_tokens += g->n_prompt[i];
         t->generated_tokens += g->ch[i].n_tokens;
         t->cached_tokens += jt.n_cached;
+        t->ring_on |= jt.ring_on;
+        t->ring_steps += jt.ring_steps;
+        t->ring_drafted += jt.ring_drafted;
+        t->ring_accepted += jt.ring_accepted;
+        t->kv_policy = jt.kv_policy;
+        t->kv_budget = jt.kv_budget;
+        t->kv_anchors += jt.kv_anchors;
+        t->kv_evicted += jt.kv_evicted;
+        t->kv_read_bytes += jt.kv_read_bytes;
+        t->kv_read_steps += jt.kv_read_steps;
     }
 }
 

@@ -41,6 +41,12 @@ typedef struct zl_gen_params {
      * exactly once, when every choice has ended or the gen is freed or fails
      * to start (then with g == NULL). */
     int (*hook_job)(void *ud, zl_job *j, int choice);
+    /* ring / KV controls of every job (has_ctl: else the server's defaults),
+     * and per choice an anchor mask of n_prompts[i] bytes or NULL (only read
+     * by zl_gen_start) */
+    zl_job_ctl ctl;
+    int has_ctl;
+    uint8_t *const *anchors;
     void *hook_ud;
     void (*on_end)(struct zl_gen *g, void *ud);
     void *end_ud;
@@ -94,6 +100,11 @@ void zl_gen_free(zl_gen *g);
 typedef struct zl_gen_timing {
     double queue_ms, prefill_ms, decode_ms, kv_ms, sample_ms;
     int prompt_tokens, generated_tokens, cached_tokens;
+    /* verification ring (ring_on: some choice decoded with it) and KV slicing */
+    int ring_on, kv_policy, kv_budget, kv_anchors;
+    unsigned long long ring_steps, ring_drafted, ring_accepted, kv_evicted;
+    double kv_read_bytes;
+    int kv_read_steps;
 } zl_gen_timing;
 /* Summed over the choices (prompt tokens counted once per distinct job). */
 void zl_gen_timing_get(zl_gen *g, zl_gen_timing *t);

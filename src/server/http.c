@@ -201,10 +201,29 @@ uint64_t zl_rand_seed(void) {
 json_t *zl_timings_json(const zl_gen_timing *t) {
     double pps = t->prefill_ms > 0 ? t->prompt_tokens * 1e3 / t->prefill_ms : 0;
     double tps = t->decode_ms > 0 && t->generated_tokens > 1 ? (t->generated_tokens - 1) * 1e3 / t->decode_ms : 0;
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:f}", "queue_ms", t->queue_ms, "prefill_ms",
-                     t->prefill_ms, "decode_ms", t->decode_ms, "kv_ms", t->kv_ms, "sample_ms", t->sample_ms,
-                     "prompt_tokens", t->prompt_tokens, "generated_tokens", t->generated_tokens, "cached_tokens",
-                     t->cached_tokens, "prompt_tokens_per_second", pps, "tokens_per_second", tps);
+    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:f}", "queue_ms", t->queue_ms, "prefill_ms",
+                          t->prefill_ms, "decode_ms", t->decode_ms, "kv_ms", t->kv_ms, "sample_ms", t->sample_ms,
+                          "prompt_tokens", t->prompt_tokens, "generated_tokens", t->generated_tokens, "cached_tokens",
+                          t->cached_tokens, "prompt_tokens_per_second", pps, "tokens_per_second", tps);
+    if (!j) return j;
+    static const char *const pol[] = {"full", "window", "anchor"};
+    json_object_set_new(j, "ring", json_boolean(t->ring_on));
+    if (t->ring_on) {
+        json_object_set_new(j, "ring_steps", json_integer((json_int_t)t->ring_steps));
+        json_object_set_new(j, "ring_drafted_tokens", json_integer((json_int_t)t->ring_drafted));
+        json_object_set_new(j, "ring_accepted_tokens", json_integer((json_int_t)t->ring_accepted));
+        json_object_set_new(j, "ring_acceptance",
+                            json_real(t->ring_drafted ? (double)t->ring_accepted / (double)t->ring_drafted : 0.0));
+    }
+    json_object_set_new(j, "kv_policy", json_string(pol[t->kv_policy >= 0 && t->kv_policy <= 2 ? t->kv_policy : 0]));
+    if (t->kv_policy) {
+        json_object_set_new(j, "kv_budget", json_integer(t->kv_budget));
+        json_object_set_new(j, "kv_evicted_tokens", json_integer((json_int_t)t->kv_evicted));
+        json_object_set_new(j, "kv_anchor_tokens", json_integer(t->kv_anchors));
+    }
+    if (t->kv_read_steps > 0)
+        json_object_set_new(j, "kv_bytes_per_token", json_real(t->kv_read_bytes / t->kv_read_steps));
+    return j;
 }
 
 void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap) {
@@ -219,7 +238,7 @@ int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, con
         zl_reply_error(r, ZL_E_INVALID, param, "%s: the prompt is empty (0 tokens)", param);
         return -1;
     }
-    if ((long long)n + 1 > n_ctx) {
+    if (!r->ctl.bounded && (long long)n + 1 > n_ctx) {
         zl_reply_error(r, ZL_E_INVALID, param,
                        "%s: the prompt has %zu tokens but the context holds %d (at most %d prompt tokens)", param, n,
                        n_ctx, n_ctx - 1);
@@ -237,6 +256,239 @@ int zl_chat_tokens(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, siz
     free(text);
     if (rc) { zl_reply_error(r, ZL_E_INVALID, "messages", "messages: %s", err.msg); return -1; }
     return 0;
+}
+
+/* ---------------- ring / KV controls ---------------- */
+
+static int ctl_onoff(const char *v, int *on) {
+    if (!strcasecmp(v, "on") || !strcasecmp(v, "true") || !strcmp(v, "1")) *on = 1;
+    else if (!strcasecmp(v, "off") || !strcasecmp(v, "false") || !strcmp(v, "0")) *on = 0;
+    else return -1;
+    return 0;
+}
+
+static int ctl_int(const char *v, long lo, long hi, long *out) {
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) return -1;
+    *out = x;
+    return 0;
+}
+
+static int ctl_policy(const char *v, zl_kv_policy_kind *k) {
+    if (!strcmp(v, "full")) *k = ZL_KV_POLICY_FULL;
+    else if (!strcmp(v, "window")) *k = ZL_KV_POLICY_WINDOW;
+    else if (!strcmp(v, "anchor")) *k = ZL_KV_POLICY_ANCHOR;
+    else return -1;
+    return 0;
+}
+
+/* "256" (tokens) or "0.25" (fraction of the context, 0 < f <= 1). */
+static int ctl_budget(const char *v, zl_job_ctl *c) {
+    if (strchr(v, '.') || strchr(v, 'e') || strchr(v, 'E')) {
+        char *end = NULL;
+        double f = strtod(v, &end);
+        if (end == v || *end || !(f > 0 && f <= 1)) return -1;
+        c->kv_frac = (float)f;
+        c->kv_budget = 0;
+        return 0;
+    }
+    long x;
+    if (ctl_int(v, 1, 1L << 30, &x)) return -1;
+    c->kv_budget = (int)x;
+    c->kv_frac = 0;
+    return 0;
+}
+
+int zl_ctl_parse(zl_req *r, json_t *b, zl_verr *e) {
+    zl_req_ctl *rc = &r->ctl;
+    memset(rc, 0, sizeof *rc);
+    zl_job_ctl c = *zl_sched_ctl(r->srv->sched);
+    const char *budget_src = "--kv-budget";
+    json_t *z = b ? json_object_get(b, "zerolayer") : NULL;
+    if (z && json_is_null(z)) z = NULL;
+    if (z && !json_is_object(z)) return zl_verr_set(e, "zerolayer", "zerolayer: expected an object");
+    if (z) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(z, k, v) {
+            if (strcmp(k, "validation") && strcmp(k, "ring") && strcmp(k, "kv_policy") && strcmp(k, "kv_budget") &&
+                strcmp(k, "anchors") && strcmp(k, "compute"))
+                return zl_verr_set(e, "zerolayer",
+                                   "zerolayer.%.64s: unknown field (expected validation, ring, kv_policy, kv_budget, "
+                                   "anchors, compute)", k);
+        }
+    }
+#define HDR(name) MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name)
+    /* 1. a compute preset replaces the server defaults (the header wins) */
+    const char *comp = HDR("X-Zerolayer-Compute"), *comp_src = "X-Zerolayer-Compute";
+    if (!comp && z) {
+        comp_src = "zerolayer.compute";
+        if (zl_jv_str(z, "compute", "zerolayer", 0, &comp, e) < 0) return -1;
+    }
+    if (comp) {
+        if (zl_job_ctl_preset(comp, &c))
+            return zl_verr_set(e, comp_src, "%s: expected exact, balanced or aggressive, got '%.64s'", comp_src, comp);
+        budget_src = comp_src;
+    }
+    /* 2. body fields */
+    if (z) {
+        json_t *v = json_object_get(z, "validation");
+        if (v && !json_is_null(v)) {
+            int on = 0;
+            if (json_is_boolean(v)) on = json_is_true(v);
+            else if (!json_is_string(v) || ctl_onoff(json_string_value(v), &on))
+                return zl_verr_set(e, "zerolayer.validation", "zerolayer.validation: expected \"on\" or \"off\"");
+            c.spec = on ? ZL_SPEC_LOOKUP : ZL_SPEC_OFF;
+        }
+        long long x;
+        int h = zl_jv_int(z, "ring", "zerolayer", 0, 1, 16, &x, e);
+        if (h < 0) return -1;
+        if (h) c.ring = (int)x;
+        const char *pol = NULL;
+        if (zl_jv_str(z, "kv_policy", "zerolayer", 0, &pol, e) < 0) return -1;
+        if (pol && ctl_policy(pol, &c.kv_policy))
+            return zl_verr_set(e, "zerolayer.kv_policy", "zerolayer.kv_policy: expected full, window or anchor, got '%.64s'",
+                               pol);
+        v = json_object_get(z, "kv_budget");
+        if (v && !json_is_null(v)) {
+            char tmp[64];
+            int bad = 0;
+            if (json_is_integer(v)) {
+                json_int_t t = json_integer_value(v);
+                if (t < 1 || t > (1 << 30)) bad = 1;
+                else c.kv_budget = (int)t, c.kv_frac = 0;
+            } else if (json_is_real(v)) {
+                double f = json_real_value(v);
+                if (!(f > 0 && f <= 1)) bad = 1;
+                else c.kv_frac = (float)f, c.kv_budget = 0;
+            } else if (json_is_string(v)) {
+                snprintf(tmp, sizeof tmp, "%s", json_string_value(v));
+                bad = ctl_budget(tmp, &c) != 0;
+            } else {
+                bad = 1;
+            }
+            if (bad)
+                return zl_verr_set(e, "zerolayer.kv_budget",
+                                   "zerolayer.kv_budget: expected a token count >= 1 or a fraction of the context in (0, 1]");
+            budget_src = "zerolayer.kv_budget";
+        }
+        v = json_object_get(z, "anchors");
+        if (v && !json_is_null(v)) {
+            if (!json_is_array(v) || json_array_size(v) > 64)
+                return zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors: expected an array of at most 64 strings");
+            size_t i;
+            json_t *a;
+            json_array_foreach(v, i, a) {
+                if (!json_is_string(a) || !json_string_length(a))
+                    return zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors[%zu]: expected a non-empty string", i);
+            }
+            rc->anchors = json_array_size(v) ? v : NULL;
+        }
+    }
+    /* 3. headers override the body and the preset */
+    const char *h;
+    if ((h = HDR("X-Zerolayer-Validation"))) {
+        int on = 0;
+        if (ctl_onoff(h, &on))
+            return zl_verr_set(e, "X-Zerolayer-Validation", "X-Zerolayer-Validation: expected on or off, got '%.64s'", h);
+        c.spec = on ? ZL_SPEC_LOOKUP : ZL_SPEC_OFF;
+    }
+    if ((h = HDR("X-Zerolayer-Ring"))) {
+        long x;
+        if (ctl_int(h, 1, 16, &x))
+            return zl_verr_set(e, "X-Zerolayer-Ring", "X-Zerolayer-Ring: expected an integer 1..16, got '%.64s'", h);
+        c.ring = (int)x;
+    }
+    if ((h = HDR("X-Zerolayer-KV-Policy")) && ctl_policy(h, &c.kv_policy))
+        return zl_verr_set(e, "X-Zerolayer-KV-Policy", "X-Zerolayer-KV-Policy: expected full, window or anchor, got '%.64s'",
+                           h);
+    if ((h = HDR("X-Zerolayer-KV-Budget"))) {
+        if (ctl_budget(h, &c))
+            return zl_verr_set(e, "X-Zerolayer-KV-Budget",
+                               "X-Zerolayer-KV-Budget: expected a token count >= 1 or a fraction in (0, 1], got '%.64s'",
+                               h);
+        budget_src = "X-Zerolayer-KV-Budget";
+    }
+#undef HDR
+    if (c.kv_policy != ZL_KV_POLICY_FULL) {
+        int n_ctx = zl_sched_n_ctx(r->srv->sched), bud = zl_job_ctl_budget(&c, n_ctx);
+        if (bud < ZL_KV_BUDGET_MIN)
+            return zl_verr_set(e, budget_src,
+                               "%s: a KV budget of %d tokens (of the %d-token context) is below the %d tokens the %s policy needs",
+                               budget_src, bud, n_ctx, ZL_KV_BUDGET_MIN,
+                               c.kv_policy == ZL_KV_POLICY_WINDOW ? "window" : "anchor");
+        rc->bounded = 1;
+    }
+    rc->ctl = c;
+    return 0;
+}
+
+int zl_ctl_tokenize(zl_req *r, const char *text, int parse_special, const char *param, int32_t **ids, uint8_t **mask,
+                    size_t *n) {
+    zl_err err = {0};
+    *mask = NULL;
+    if (!r->ctl.bounded) {
+        if (zl_llm_tokenize(r->srv->llm, text, strlen(text), 1, parse_special, ids, n, &err)) {
+            zl_reply_error(r, ZL_E_INVALID, param, "%s: %s", param, err.msg);
+            return -1;
+        }
+        return 0;
+    }
+    /* mark the bytes of every occurrence of every anchor, then wrap the
+     * marked runs in anchor markers */
+    size_t len = strlen(text);
+    json_t *an = r->ctl.anchors;
+    uint8_t *m = calloc(len + 1, 1);
+    zl_buf b = {0};
+    if (!m) { zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
+    size_t i;
+    json_t *a;
+    json_array_foreach(an, i, a) {
+        const char *s = json_string_value(a);
+        size_t sl = json_string_length(a);
+        int found = 0;
+        for (const char *p = text; (p = memmem(p, len - (size_t)(p - text), s, sl)); p += sl) {
+            memset(m + (p - text), 1, sl);
+            found = 1;
+        }
+        if (!found) {
+            free(m);
+            zl_reply_error(r, ZL_E_INVALID, "zerolayer.anchors", "zerolayer.anchors[%zu]: not found in the prompt", i);
+            return -1;
+        }
+    }
+    for (size_t k = 0; k < len; k++) {
+        if (m[k] && (k == 0 || !m[k - 1])) zl_buf_puts(&b, "<|anchor_start|>");
+        zl_buf_put(&b, text + k, 1);
+        if (m[k] && !m[k + 1]) zl_buf_puts(&b, "<|anchor_end|>");
+    }
+    zl_buf_put(&b, "", 0);
+    free(m);
+    if (b.oom || !b.p) {
+        zl_buf_free(&b);
+        if (!len) return zl_llm_tokenize(r->srv->llm, "", 0, 1, parse_special, ids, n, &err) ? -1 : 0;
+        zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+        return -1;
+    }
+    int rc = zl_llm_tokenize_anchored(r->srv->llm, b.p, b.n, 1, parse_special, ids, mask, n, &err);
+    zl_buf_free(&b);
+    if (rc) {
+        zl_reply_error(r, ZL_E_INVALID, param, "%s: %s", param, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int zl_chat_tokens_ctl(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, uint8_t **mask, size_t *n_ids) {
+    *mask = NULL;
+    if (!r->ctl.bounded) return zl_chat_tokens(r, msgs, n, ids, n_ids);
+    char *text = zl_tpl_render(r->srv->tpl, msgs, n);
+    if (!text) { zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
+    int rc = zl_ctl_tokenize(r, text, r->srv->tpl != ZL_TPL_PLAIN, "messages", ids, mask, n_ids);
+    free(text);
+    return rc;
 }
 
 /* ---------------- routing ---------------- */

@@ -42,6 +42,16 @@ typedef enum {
     ZL_E_INTERNAL,    /* 500 */
 } zl_ekind;
 
+/* Per-request verification ring / KV slicing controls (zl_ctl_parse). */
+typedef struct zl_req_ctl {
+    zl_job_ctl ctl;   /* resolved: server defaults < compute preset < body fields < headers */
+    json_t *anchors;  /* body zerolayer.anchors (borrowed from the body), or NULL */
+    int bounded;      /* a window/anchor KV policy: prompts and generations may exceed the context */
+} zl_req_ctl;
+
+/* Longest generation a request may ask for under a bounded KV policy. */
+#define ZL_MAX_TOKENS_BOUNDED (1 << 20)
+
 typedef struct zl_req {
     zl_srv *srv;
     struct MHD_Connection *conn;
@@ -56,6 +66,7 @@ typedef struct zl_req {
     int stream_buffer; /* X-Zerolayer-Stream-Buffer, 0 if absent */
     int fd;
     char sess_id[80]; /* the session this request runs on ("" if none) */
+    zl_req_ctl ctl;   /* ring / KV controls (zeroed until zl_ctl_parse) */
 } zl_req;
 
 /* Replies: each queues the response and returns MHD's result. */
@@ -95,8 +106,27 @@ void zl_rand_id(char *out, size_t cap, const char *prefix);
 uint64_t zl_rand_seed(void);
 json_t *zl_timings_json(const zl_gen_timing *t);
 void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap);
-/* Tokenize a prompt for generation; on failure replies 400 and returns -1. */
+/* Tokenize a prompt for generation; on failure replies 400 and returns -1.
+ * Under a bounded KV policy (r->ctl) a prompt may exceed the context. */
 int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, const char *param);
+
+/* Ring / KV controls of a generation request into r->ctl: headers
+ * X-Zerolayer-Validation (on|off), X-Zerolayer-Ring (1..16),
+ * X-Zerolayer-KV-Policy (full|window|anchor), X-Zerolayer-KV-Budget (tokens,
+ * or a fraction like 0.25), X-Zerolayer-Compute (exact|balanced|aggressive),
+ * and the body object "zerolayer" with the same keys (validation, ring,
+ * kv_policy, kv_budget, compute) plus anchors (strings of the prompt that are
+ * never evicted).  Returns 0, or -1 with e naming the header or field. */
+int zl_ctl_parse(zl_req *r, json_t *body, zl_verr *e);
+/* Tokenize prompt text for generation under r->ctl.  Under a bounded policy
+ * the spans in zerolayer.anchors are wrapped in <|anchor_start|>...
+ * <|anchor_end|> and the text goes through zl_llm_tokenize_anchored (*mask
+ * gets one flag per token); otherwise plain tokenization and *mask = NULL.
+ * Returns 0, or replies 400/500 and returns -1. */
+int zl_ctl_tokenize(zl_req *r, const char *text, int parse_special, const char *param, int32_t **ids, uint8_t **mask,
+                    size_t *n);
+/* zl_chat_tokens under r->ctl (anchors, see zl_ctl_tokenize). */
+int zl_chat_tokens_ctl(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, uint8_t **mask, size_t *n_ids);
 
 /* Route handlers. */
 enum MHD_Result zl_api_chat(zl_req *r, json_t *body);

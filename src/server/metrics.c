@@ -113,4 +113,12 @@ void zl_metrics_render(zl_buf *o, zl_sched *s) {
     render_scalar(o, "zerolayer_kv_usage_ratio", "gauge", "KV cache positions in use over capacity.",
                   st.kv_capacity ? (double)st.kv_used / (double)st.kv_capacity : 0.0);
     render_scalar(o, "zerolayer_slots", "gauge", "Sequence slots (--parallel).", st.n_parallel);
+    render_scalar(o, "zerolayer_ring_drafted_tokens_total", "counter",
+                  "Tokens drafted by the verification ring (speculative decoding).", (double)st.ring_drafted);
+    render_scalar(o, "zerolayer_ring_accepted_tokens_total", "counter",
+                  "Drafted tokens the model accepted in verify steps.", (double)st.ring_accepted);
+    render_scalar(o, "zerolayer_kv_evicted_tokens_total", "counter",
+                  "KV cache entries evicted by bounded KV policies (window, anchor).", (double)st.kv_evicted);
+    render_scalar(o, "zerolayer_kv_anchor_tokens", "gauge",
+                  "Anchored KV entries (never evicted) held by running sequences.", (double)st.kv_anchor_tokens);
 }

@@ -107,6 +107,36 @@ ZL_INLINE float dot_half(const void *w, const void *x, int64_t n, const int bf) 
 static float dot_f16(const void *w, const void *x, int64_t n) { return dot_half(w, x, n, 0); }
 static float dot_bf16(const void *w, const void *x, int64_t n) { return dot_half(w, x, n, 1); }
 
+/* Four tokens: each 16 weights are widened once and meet four activation rows. */
+ZL_INLINE void dot4_float(const void *w, const void *x, size_t xs, int64_t n, float *out, const int kind) {
+    const float *xr[4];
+    for (int t = 0; t < 4; t++) xr[t] = (const float *)((const uint8_t *)x + (size_t)t * xs);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 wv = kind == 0 ? _mm512_loadu_ps((const float *)w + i)
+                  : kind == 1 ? load_f16x16((const uint16_t *)w + i) : load_bf16x16((const uint16_t *)w + i);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) acc[t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr[t] + i), acc[t]);
+    }
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        __m512 wv;
+        if (kind == 0) {
+            wv = _mm512_maskz_loadu_ps(m, (const float *)w + i);
+        } else {
+            __m256i h = _mm512_castsi512_si256(_mm512_maskz_loadu_epi16((__mmask32)m, (const uint16_t *)w + i));
+            wv = kind == 1 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        }
+        for (int t = 0; t < 4; t++) acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, xr[t] + i), acc[t]);
+    }
+    for (int t = 0; t < 4; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+static void dot4_f32(const void *w, const void *x, size_t xs, int64_t n, float *out) { dot4_float(w, x, xs, n, out, 0); }
+static void dot4_f16(const void *w, const void *x, size_t xs, int64_t n, float *out) { dot4_float(w, x, xs, n, out, 1); }
+static void dot4_bf16(const void *w, const void *x, size_t xs, int64_t n, float *out) { dot4_float(w, x, xs, n, out, 2); }
+
 /* ---- Q8_0 · Q8_0 and Q4_0 · Q8_0 --------------------------------------- */
 /* Four blocks at a time.  A block row is not 64-byte friendly (18 or 34
  * bytes per block), so 16-bit permutes (vpermt2w, AVX512BW; every field of
@@ -407,6 +437,49 @@ ZL_INLINE float dot_q6_k_impl(const void *w, const void *x, int64_t n, const int
     return _mm512_reduce_add_ps(acc);
 }
 
+/* Q6_K, four tokens: the 6-bit codes and scale vectors are built once. */
+static void dot4_q6_k(const void *w, const void *x, size_t xs, int64_t n, float *out) {
+    const zl_block_q6_k *a = w;
+    const int64_t nb = n / ZL_QK_K;
+    const zl_block_q8_k *b[4];
+    for (int t = 0; t < 4; t++) b[t] = (const zl_block_q8_k *)((const uint8_t *)x + (size_t)t * xs);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
+    const __m512i idx0 = load_idx(k_idx_q6[0]), idx1 = load_idx(k_idx_q6[1]);
+    const __m512i idx2 = load_idx(k_idx_q6[2]), idx3 = load_idx(k_idx_q6[3]);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
+        const __m512i sc16 = _mm512_castsi256_si512(s16);
+        __m512i q[4], sv[4];
+        for (int h = 0; h < 2; h++) {
+            __m512i ql = _mm512_loadu_si512((const void *)(a[i].ql + 64 * h));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(a[i].qh + 32 * h));
+            __m512i hA = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            __m512i hB = _mm512_srli_epi16(hA, 4);
+            q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_slli_epi16(_mm512_and_si512(hA, m3), 4));
+            q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                           _mm512_slli_epi16(_mm512_and_si512(hB, m3), 4));
+        }
+        sv[0] = _mm512_permutexvar_epi16(idx0, sc16);
+        sv[1] = _mm512_permutexvar_epi16(idx1, sc16);
+        sv[2] = _mm512_permutexvar_epi16(idx2, sc16);
+        sv[3] = _mm512_permutexvar_epi16(idx3, sc16);
+        const float d = h2f(a[i].d);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            const zl_block_q8_k *bt = b[t] + i;
+            __m512i sumi = _mm512_setzero_si512();
+            for (int k = 0; k < 4; k++)
+                sumi = _mm512_dpwssd_epi32(
+                    sumi, _mm512_maddubs_epi16(q[k], _mm512_loadu_si512((const void *)(bt->qs + 64 * k))), sv[k]);
+            __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bt->bsums), s16);
+            sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(bt->d * d), acc[t]);
+        }
+    }
+    for (int t = 0; t < 4; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
 /* ---- instantiations ----------------------------------------------------- */
 
 #define ZL_PAIR(name, body)                                                                      \
@@ -459,6 +532,16 @@ zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi) {
 
 zl_dot_fn zl_dot_fn_avx512(zl_type t) {
     return zl_dot_fn_avx512_variant(t, zl_cpu_get()->avx512vnni, cpu_has_vbmi());
+}
+
+zl_dot4_fn zl_dot4_fn_avx512(zl_type t) {
+    switch (t) {
+    case ZL_TYPE_F32: return dot4_f32;
+    case ZL_TYPE_F16: return dot4_f16;
+    case ZL_TYPE_BF16: return dot4_bf16;
+    case ZL_TYPE_Q6_K: return zl_cpu_get()->avx512vnni ? dot4_q6_k : NULL;
+    default: return NULL;
+    }
 }
 
 int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out) {
@@ -562,6 +645,7 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
     return 0;
 }
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out) { (void)t; (void)out; return 0; }
+zl_dot4_fn zl_dot4_fn_avx512(zl_type t) { (void)t; return NULL; }
 zl_quant_fn zl_quant_fn_avx512(zl_type partner) { (void)partner; return NULL; }
 
 #endif

@@ -15,6 +15,10 @@
 /* dot(weight row of type t, activation row in zl_dot_partner(t)), n elements. */
 typedef float (*zl_dot_fn)(const void *w, const void *x, int64_t n);
 
+/* out[t] = dot(w, row t of x) for t < 4, the activation rows xstride bytes
+ * apart: prefill meets each weight row with four tokens at once. */
+typedef void (*zl_dot4_fn)(const void *w, const void *x, size_t xstride, int64_t n, float *out);
+
 /* Scalar reference (never NULL for a supported weight type). */
 zl_dot_fn zl_dot_fn_ref(zl_type t);
 /* SIMD versions; NULL when the level has none for t or the CPU lacks it. */
@@ -23,6 +27,8 @@ zl_dot_fn zl_dot_fn_avx512(zl_type t);
 /* One AVX-512 instantiation by extension (VNNI, VBMI), whatever the CPU
  * reports: for tests, which must only call what the CPU can run. */
 zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi);
+/* Four-token kernels over plain partner rows (NULL where none). */
+zl_dot4_fn zl_dot4_fn_avx512(zl_type t);
 
 /* A kernel over a "prepared" activation row: the dot partner rearranged
  * once per matmul call into the layout that kernel reads fastest, so the
@@ -31,8 +37,7 @@ typedef struct zl_prep_kernel {
     size_t (*size)(int64_t n);                         /* bytes of a prepared row */
     void (*prep)(const void *xq, void *xp, int64_t n); /* partner row -> prepared */
     zl_dot_fn dot;                                     /* dot(weight row, prepared row, n) */
-    /* out[t] = dot(weight row, prepared row t) for t < 4, the rows xstride bytes apart */
-    void (*dot4)(const void *w, const void *xp, size_t xstride, int64_t n, float *out);
+    zl_dot4_fn dot4;                                   /* four prepared rows at once */
 } zl_prep_kernel;
 /* 1 and *out filled when the level has a prepared kernel for t, else 0. */
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out);

@@ -102,12 +102,10 @@ static void quant_rows(void *ctx, int ith, int nth) {
     }
 }
 
-typedef void (*dot4_fn)(const void *w, const void *xp, size_t xstride, int64_t n, float *out);
-
 typedef struct {
     const zl_mat *W;
     zl_dot_fn dot;
-    dot4_fn dot4; /* four tokens per weight row, or NULL */
+    zl_dot4_fn dot4; /* four tokens per weight row, or NULL */
     const uint8_t *xq;
     size_t xq_stride;
     int n_tok;
@@ -164,14 +162,16 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
 
     const uint8_t *xq;
     size_t stride;
-    dot4_fn dot4 = NULL;
+    zl_dot4_fn dot4 = NULL;
+    int avx512 = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512);
     if (partner == ZL_TYPE_F32) {
         xq = (const uint8_t *)x;
         stride = (size_t)ldx * sizeof(float);
+        if (avx512) dot4 = zl_dot4_fn_avx512(W->type);
     } else {
         /* partner rows, then (if the level has one) the prepared rows the kernel reads */
         zl_prep_kernel pk;
-        int prep = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512) && zl_prep_kernel_avx512(W->type, &pk);
+        int prep = avx512 && zl_prep_kernel_avx512(W->type, &pk);
         size_t qstride = round_up(xrow, ZL_WORK_ALIGN);
         size_t pstride = prep ? round_up(pk.size(W->cols), ZL_WORK_ALIGN) : 0;
         uint8_t *buf = work_reserve(work, (qstride + pstride) * (size_t)n_tok);
@@ -186,6 +186,8 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
         if (prep) {
             dot = pk.dot;
             dot4 = pk.dot4;
+        } else if (avx512) {
+            dot4 = zl_dot4_fn_avx512(W->type);
         }
     }
 

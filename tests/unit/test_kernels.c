@@ -499,6 +499,36 @@ Test(vec_dot, short_rows_every_isa) {
             }
 }
 
+/* Four-token kernels over plain partner rows. */
+Test(vec_dot, four_token_kernels) {
+    if (max_isa() < ZL_ISA_AVX512) cr_skip_test("no AVX-512");
+    const zl_type ts[] = {ZL_TYPE_F32, ZL_TYPE_F16, ZL_TYPE_BF16, ZL_TYPE_Q6_K};
+    const int64_t sizes[] = {7, 16, 172, 256, 1280};
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+        zl_dot4_fn f = zl_dot4_fn_avx512(ts[ti]);
+        if (!f) continue;
+        zl_type t = ts[ti], p = zl_dot_partner(t);
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            int64_t n = sizes[si];
+            if (n % zl_type_traits_of(t)->blck) continue;
+            size_t xs = zl_row_size(p, n) + 12;
+            uint8_t *w = malloc(zl_row_size(t, n)), *x = malloc(4 * xs);
+            random_weight_row(t, w, n);
+            for (int k = 0; k < 4; k++) random_partner_row(p, x + k * xs, n);
+            float out[4];
+            f(w, x, xs, n, out);
+            for (int k = 0; k < 4; k++) {
+                double sc = abs_dot(t, w, p, x + k * xs, n, NULL);
+                float r = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x + k * xs, n);
+                REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s n=%ld tok %d: got %.9g ref %.9g", tname(t), (long)n,
+                        k, out[k], r);
+            }
+            free(w);
+            free(x);
+        }
+    }
+}
+
 /* Float weights take any row length (stories260K's ffn_down rows have 172). */
 Test(vec_dot, float_rows_any_length) {
     int top = max_isa();

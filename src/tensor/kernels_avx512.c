@@ -1,25 +1,28 @@
-/* kernels_avx512.c — AVX-512 (F/BW/VL/DQ, optionally VNNI) dot products and
- * activation quantisers.
+/* kernels_avx512.c — AVX-512 (F/BW/VL/DQ, optionally VNNI and VBMI) dot
+ * products, prepared-activation and four-token kernels, activation
+ * quantisers.
  *
  * Compiled with AVX-512 flags but only reached through matmul.c's dispatch
- * after run-time detection.  Each integer kernel is written once against two
- * small helpers (u8·s8 and s16·s16 multiply-accumulate) and instantiated
- * twice: with VNNI (vpdpbusd / vpdpwssd) and without (maddubs + madd), the
- * variant being picked from the CPU flags when the table is asked.
+ * after run-time detection.  Integer kernels are written against two small
+ * helpers (u8·s8 and s16·s16 multiply-accumulate) and instantiated with VNNI
+ * (vpdpbusd / vpdpwssd) and without (maddubs + madd); the Q4_0/Q8_0 family
+ * is further instantiated with 16-bit (BW) or byte (VBMI) permutes from
+ * kernels_avx512_q8blk.inc.  VBMI is read from CPUID here, once.
  *
  * Layout tricks, per format:
- *  - Q8_0: two blocks per register; the signs of the weights are moved onto
- *    the activations so the unsigned×signed product applies.
- *  - Q4_0: two blocks per register, nibbles used as 0..15 and the -8 offset
- *    removed with a second product against a constant 8.
- *  - Q4_K/Q5_K: one 64-element chunk (32 bytes of nibbles) per register,
- *    laid out [low nibbles | high nibbles] which is exactly 64 consecutive
- *    activations; the 6-bit sub-block scales are applied to 16-bit pair sums
- *    and the mins come from the activation's bsums.
+ *  - Q8_0 / Q4_0: four blocks per step; permutes pull the quants of four
+ *    18- or 34-byte blocks out of plain loads, together with their f16 scales.
+ *    Q4_0 nibbles enter as 0..15 and the -8 comes off as 8*sum(x).
+ *  - Q4_K/Q5_K: a 64-byte load of nibbles holds four 32-element sub-blocks
+ *    (low and high nibbles of two chunks); the 6-bit sub-block scales are
+ *    applied to 16-bit pair sums (vpdpwssd), the mins come from activation sums.
  *  - Q6_K: 64 elements per register, the -32 offset removed through bsums.
- * Integer partial sums never leave int32 within a super-block (see the bounds
- * next to each kernel); the float accumulation order differs from the
- * reference only by rounding. */
+ *  - Prepared activations (VNNI): zl_matmul rearranges each activation row
+ *    once (q8p_group for the Q8_0 family, q8kp_block for Q4_K/Q5_K) so the
+ *    per-row loop touches only weights.
+ * Integer partial sums never leave int32 within a block or super-block (see
+ * the bounds next to each kernel); the float accumulation order differs from
+ * the reference only by rounding. */
 #include "kernels_isa.h"
 
 #if defined(__x86_64__) || defined(__i386__)

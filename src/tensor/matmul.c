@@ -5,7 +5,15 @@
  * rows straight from their source, split over the pool's threads.  With
  * several tokens, each thread takes a tile of rows small enough to stay in
  * cache and runs every token through it before moving on, so the weights are
- * streamed from memory once per call rather than once per token.
+ * streamed from memory once per call rather than once per token; where the
+ * level has a four-token kernel, each weight row is unpacked once per four
+ * tokens.
+ *
+ * Some kernels read a "prepared" activation instead of the partner row: the
+ * partner rearranged (once per call, beside it in zl_work) into the layout
+ * that lets the per-row loop touch only weights.  That is an internal detail
+ * between this file and the ISA files (kernels_isa.h); zl_vec_dot keeps the
+ * plain partner format.
  *
  * Dispatch is a pure function of (ISA level, type): the per-ISA files hand
  * out their kernel or NULL, and the scalar reference fills the gaps.  This

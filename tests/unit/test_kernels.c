@@ -688,9 +688,10 @@ Test(vec_dot, prepared_kernels) {
                     float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x, n), got = pk.dot(w, xp, n);
                     REQUIRE(fabs((double)got - ref) <= 1e-5 * scale, "%s vnni=%d vbmi=%d n=%ld: got %.9g ref %.9g",
                             tname(t), vnni, vbmi, (long)n, got, ref);
-                    /* four tokens at once, rows an odd stride apart */
-                    size_t xs = zl_row_size(p, n), ps = pk.size(n) + 4 * 7;
-                    uint8_t *x4 = malloc(4 * xs), *xp4 = malloc(4 * ps);
+                    /* four tokens at once, rows further apart than their size (kept
+                     * 64-byte aligned, as zl_matmul lays them out) */
+                    size_t xs = zl_row_size(p, n), ps = (pk.size(n) + 127) / 64 * 64;
+                    uint8_t *x4 = malloc(4 * xs), *xp4 = aligned_alloc(64, 4 * ps);
                     float out[4];
                     for (int k = 0; k < 4; k++) {
                         random_partner_row(p, x4 + k * xs, n);

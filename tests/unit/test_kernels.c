@@ -771,6 +771,31 @@ Test(fixtures, real_tensors) {
                               name, (long)r, zl_isa_name(isa), got, want);
                 }
             }
+            /* the whole tensor through zl_matmul (prepared and four-token kernels
+             * included) for five tokens, against the scalar reference */
+            {
+                const int nt = 5;
+                float *xs = malloc(sizeof(float) * (size_t)(cols * nt)), *ys = malloc(sizeof(float) * (size_t)(rows * nt));
+                void *xq5 = malloc(zl_row_size(p, cols));
+                fill_gauss(xs, cols * nt, 1.0f);
+                zl_mat W = {t, rows, cols, tt->data, rb};
+                zl_work work = {0};
+                zl_matmul(&W, xs, cols, nt, ys, rows, NULL, &work);
+                for (int k = 0; k < nt; k++) {
+                    zl_quantize_row(p, xs + k * cols, xq5, cols);
+                    for (int64_t r = 0; r < rows; r += 5) {
+                        const uint8_t *wr = (const uint8_t *)tt->data + (size_t)r * rb;
+                        double scale = abs_dot(t, wr, p, xq5, cols, NULL);
+                        float want = zl_vec_dot_isa(ZL_ISA_SCALAR, t, wr, xq5, cols), got = ys[k * rows + r];
+                        REQUIRE(fabs((double)got - want) <= 1e-5 * scale, "%s %s matmul tok %d row %ld: %.9g vs %.9g",
+                                files[fi], name, k, (long)r, got, want);
+                    }
+                }
+                zl_work_free(&work);
+                free(xs);
+                free(ys);
+                free(xq5);
+            }
             /* the synthetic model's random weights quantise about like Gaussians */
             /* llama.cpp's files measure 0.0054 / 0.018 / 0.036 / 0.071 / 0.086: a layout
              * mistake gives errors of order 1 */

@@ -1,0 +1,256 @@
+// controls.mjs — per-request verification ring and KV slicing controls of
+// `zerolayer serve`: X-Zerolayer-Validation/Ring/KV-Policy/KV-Budget/Compute
+// headers and the body object "zerolayer", through the OpenAI and Anthropic
+// SDKs and raw fetch.  usage: node controls.mjs ZEROLAYER_BINARY [MODEL]
+import { spawn } from 'node:child_process';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+
+const BIN = process.argv[2];
+const MODEL = process.argv[3];
+if (!BIN) { console.error('usage: node controls.mjs ZEROLAYER_BINARY [MODEL]'); process.exit(2); }
+const CTX = 256;
+
+const servers = [];
+async function startServer(args) {
+  const full = ['serve', '--port', '0', '-t', '1', '--ctx', String(CTX), ...(MODEL ? ['-m', MODEL] : []), ...args];
+  const p = spawn(BIN, full, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 30000);
+    p.stderr.on('data', (d) => {
+      log += d.toString();
+      const m = log.match(/listening on http:\/\/[^:]+:(\d+)/);
+      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+    });
+    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}):\n${log}`)); });
+  });
+  p.removeAllListeners('exit');
+  const s = { url: `http://127.0.0.1:${port}`, proc: p, log: () => log };
+  servers.push(s);
+  return s;
+}
+
+let failed = 0, passed = 0;
+async function check(name, fn) {
+  const t0 = Date.now();
+  try { await fn(); passed++; console.log(`ok   ${name} (${Date.now() - t0} ms)`); }
+  catch (e) { failed++; console.log(`FAIL ${name}\n     ${(e && e.stack) || e}`); }
+}
+async function metric(url, name) {
+  const text = await (await fetch(url + '/metrics')).text();
+  const m = text.match(new RegExp('^' + name + ' ([0-9.e+-]+)$', 'm'));
+  return m ? Number(m[1]) : NaN;
+}
+async function post(url, path, body, headers = {}) {
+  const r = await fetch(url + path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  return { status: r.status, json: await r.json() };
+}
+
+// Grounded prompts (the ring drafts from repeated text) and free ones.
+const PROMPTS = [
+  'Once upon a time, there was a little girl named Lily. She loved to play with her toys. One day, Lily',
+  'Tom had a big red ball. Tom had a big red ball. Tom had a big red ball. Tom',
+  'The sun was shining and the birds were singing. Ben went to the park with his mom.',
+  'Sue saw a cat. The cat saw Sue. Sue saw a dog. The dog saw Sue. Sue saw a',
+];
+const CHATS = [
+  'Tell me a story about a dog named Max.',
+  'Lily and Ben went to the park. Lily and Ben went to the park. Lily and Ben',
+];
+
+const srv = await startServer([]);
+const url = srv.url;
+const oai = new OpenAI({ baseURL: url + '/v1', apiKey: 'none', maxRetries: 0 });
+const ant = new Anthropic({ baseURL: url, apiKey: 'none', maxRetries: 0 });
+
+await check('greedy identity, ring on vs off: /v1/completions (header, body, preset)', async () => {
+  let drafted = 0, accepted = 0;
+  for (const prompt of PROMPTS) {
+    const base = { model: 'm', prompt, max_tokens: 80, temperature: 0 };
+    const off = await post(url, '/v1/completions', base);
+    assert.equal(off.status, 200, JSON.stringify(off.json));
+    assert.equal(off.json.timings.ring, false);
+    const variants = [
+      await post(url, '/v1/completions', base, { 'X-Zerolayer-Validation': 'on' }),
+      await post(url, '/v1/completions', { ...base, zerolayer: { validation: 'on', ring: 3 } }),
+      await post(url, '/v1/completions', base, { 'X-Zerolayer-Compute': 'balanced', 'X-Zerolayer-Ring': '16' }),
+    ];
+    for (const on of variants) {
+      assert.equal(on.status, 200, JSON.stringify(on.json));
+      assert.equal(on.json.timings.ring, true);
+      assert.equal(on.json.choices[0].text, off.json.choices[0].text, prompt);
+      assert.equal(on.json.choices[0].finish_reason, off.json.choices[0].finish_reason);
+      assert.equal(on.json.usage.completion_tokens, off.json.usage.completion_tokens);
+      drafted += on.json.timings.ring_drafted_tokens;
+      accepted += on.json.timings.ring_accepted_tokens;
+      assert.ok(on.json.timings.ring_acceptance >= 0 && on.json.timings.ring_acceptance <= 1);
+    }
+  }
+  assert.ok(drafted > 0 && accepted > 0, `drafted ${drafted} accepted ${accepted}`);
+});
+
+await check('greedy identity, ring on vs off: chat through the OpenAI SDK, streamed and not', async () => {
+  for (const content of CHATS) {
+    const req = { model: 'm', messages: [{ role: 'user', content }], max_tokens: 60, temperature: 0 };
+    const off = await oai.chat.completions.create(req);
+    const on = await oai.chat.completions.create(req, { headers: { 'X-Zerolayer-Validation': 'on' } });
+    assert.equal(on.choices[0].message.content, off.choices[0].message.content);
+    const stream = await oai.chat.completions.create({ ...req, stream: true }, { headers: { 'X-Zerolayer-Validation': 'on', 'X-Zerolayer-Ring': '8' } });
+    let text = '';
+    for await (const c of stream) text += c.choices[0]?.delta?.content || '';
+    assert.equal(text, off.choices[0].message.content);
+  }
+});
+
+await check('greedy identity, ring on vs off: Anthropic messages through the SDK, streamed and not', async () => {
+  for (const content of CHATS) {
+    const req = { model: 'm', max_tokens: 60, temperature: 0, messages: [{ role: 'user', content }] };
+    const off = await ant.messages.create(req);
+    const on = await ant.messages.create({ ...req, zerolayer: { validation: 'on' } });
+    assert.equal(on.content[0].text, off.content[0].text);
+    assert.equal(on.stop_reason, off.stop_reason);
+    assert.equal(on.timings.ring, true);
+    const s = ant.messages.stream(req, { headers: { 'X-Zerolayer-Validation': 'on' } });
+    const fin = await s.finalMessage();
+    assert.equal(fin.content[0].text, off.content[0].text);
+  }
+});
+
+await check('greedy identity inside continuous batching: ring, plain and bounded requests at once', async () => {
+  const ref = [];
+  for (const prompt of PROMPTS) ref.push((await post(url, '/v1/completions', { model: 'm', prompt, max_tokens: 50, temperature: 0 })).json.choices[0].text);
+  const hdrs = [{}, { 'X-Zerolayer-Validation': 'on' }, { 'X-Zerolayer-Validation': 'on', 'X-Zerolayer-Ring': '2' },
+    { 'X-Zerolayer-KV-Policy': 'anchor' }];
+  const jobs = [];
+  for (let k = 0; k < 3; k++)
+    PROMPTS.forEach((prompt, i) => jobs.push(post(url, '/v1/completions', { model: 'm', prompt, max_tokens: 50, temperature: 0 }, hdrs[(i + k) % hdrs.length])
+      .then((r) => { assert.equal(r.status, 200); assert.equal(r.json.choices[0].text, ref[i], `prompt ${i}`); })));
+  await Promise.all(jobs);
+});
+
+await check('ring at the edge of the context: same text and finish_reason as plain decoding', async () => {
+  const base = { model: 'm', prompt: PROMPTS[1], max_tokens: 1000, temperature: 0 };
+  const off = await post(url, '/v1/completions', base);
+  const on = await post(url, '/v1/completions', base, { 'X-Zerolayer-Validation': 'on' });
+  assert.equal(off.status, 200);
+  assert.equal(on.json.choices[0].text, off.json.choices[0].text);
+  assert.equal(on.json.choices[0].finish_reason, off.json.choices[0].finish_reason);
+  assert.equal(on.json.usage.completion_tokens, off.json.usage.completion_tokens);
+});
+
+await check('ring with logprobs falls back to plain decoding (same text, logprobs present)', async () => {
+  const base = { model: 'm', prompt: PROMPTS[0], max_tokens: 20, temperature: 0, logprobs: 2 };
+  const off = await post(url, '/v1/completions', base);
+  const on = await post(url, '/v1/completions', base, { 'X-Zerolayer-Validation': 'on' });
+  assert.equal(on.json.choices[0].text, off.json.choices[0].text);
+  assert.equal(on.json.timings.ring, false);
+  assert.equal(on.json.choices[0].logprobs.tokens.length, 20);
+});
+
+await check('bounded KV policies generate beyond --ctx without error (window, anchor, aggressive preset)', async () => {
+  const cases = [
+    [{ 'X-Zerolayer-KV-Policy': 'window', 'X-Zerolayer-KV-Budget': '128' }, {}],
+    [{}, { zerolayer: { kv_policy: 'anchor', kv_budget: 0.5 } }],
+    [{ 'X-Zerolayer-Compute': 'aggressive' }, {}],
+  ];
+  for (const [headers, extra] of cases) {
+    const r = await post(url, '/v1/completions', { model: 'm', prompt: 'Once upon a time', max_tokens: 3 * CTX, temperature: 0, ...extra }, headers);
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.choices[0].finish_reason, 'length');
+    assert.equal(r.json.usage.completion_tokens, 3 * CTX);
+    assert.ok(r.json.timings.kv_evicted_tokens > 0, JSON.stringify(r.json.timings));
+    assert.ok(r.json.timings.kv_bytes_per_token > 0);
+  }
+  // full KV stops at the context
+  const full = await post(url, '/v1/completions', { model: 'm', prompt: 'Once upon a time', max_tokens: 3 * CTX, temperature: 0 });
+  assert.ok(full.json.usage.completion_tokens < CTX, JSON.stringify(full.json.usage));
+});
+
+await check('bounded policy accepts a prompt longer than the context; full KV rejects it', async () => {
+  const long = Array(30).fill('Lily had a red ball and she played with it in the park every day.').join(' ');
+  const full = await post(url, '/v1/completions', { model: 'm', prompt: long, max_tokens: 10 });
+  assert.equal(full.status, 400);
+  const win = await post(url, '/v1/completions', { model: 'm', prompt: long, max_tokens: 10, temperature: 0 }, { 'X-Zerolayer-KV-Policy': 'window' });
+  assert.equal(win.status, 200, JSON.stringify(win.json));
+  assert.ok(win.json.usage.prompt_tokens > CTX);
+  const m = await post(url, '/v1/messages', { model: 'm', max_tokens: 20, messages: [{ role: 'user', content: long }], zerolayer: { kv_policy: 'anchor', anchors: ['red ball'] } });
+  assert.equal(m.status, 200, JSON.stringify(m.json));
+  assert.ok(m.json.timings.kv_anchor_tokens > 0, JSON.stringify(m.json.timings));
+});
+
+await check('metrics: ring and KV counters present and increasing', async () => {
+  const d0 = await metric(url, 'zerolayer_ring_drafted_tokens_total');
+  const a0 = await metric(url, 'zerolayer_ring_accepted_tokens_total');
+  const e0 = await metric(url, 'zerolayer_kv_evicted_tokens_total');
+  const g0 = await metric(url, 'zerolayer_kv_anchor_tokens');
+  assert.ok(d0 > 0 && a0 > 0 && e0 > 0 && g0 >= 0, `${d0} ${a0} ${e0} ${g0}`);
+  await post(url, '/v1/completions', { model: 'm', prompt: PROMPTS[1], max_tokens: 60, temperature: 0 }, { 'X-Zerolayer-Validation': 'on' });
+  await post(url, '/v1/completions', { model: 'm', prompt: 'Once upon a time', max_tokens: 300, temperature: 0 }, { 'X-Zerolayer-KV-Policy': 'window', 'X-Zerolayer-KV-Budget': '100' });
+  assert.ok(await metric(url, 'zerolayer_ring_drafted_tokens_total') > d0);
+  assert.ok(await metric(url, 'zerolayer_ring_accepted_tokens_total') > a0);
+  assert.ok(await metric(url, 'zerolayer_kv_evicted_tokens_total') > e0);
+  const text = await (await fetch(url + '/metrics')).text();
+  assert.match(text, /# TYPE zerolayer_ring_drafted_tokens_total counter/);
+  assert.match(text, /# TYPE zerolayer_kv_anchor_tokens gauge/);
+});
+
+await check('400 for bad header and body values, in each API\'s error shape', async () => {
+  const bad = [
+    ['X-Zerolayer-Validation', 'maybe'], ['X-Zerolayer-Ring', '0'], ['X-Zerolayer-Ring', '17'], ['X-Zerolayer-Ring', 'five'],
+    ['X-Zerolayer-KV-Policy', 'lru'], ['X-Zerolayer-KV-Budget', '0'], ['X-Zerolayer-KV-Budget', '1.5'],
+    ['X-Zerolayer-KV-Budget', 'abc'], ['X-Zerolayer-Compute', 'turbo'],
+  ];
+  for (const [h, v] of bad) {
+    const o = await post(url, '/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }, { [h]: v, 'X-Zerolayer-KV-Policy': h === 'X-Zerolayer-KV-Budget' ? 'window' : (h === 'X-Zerolayer-KV-Policy' ? v : 'full') });
+    assert.equal(o.status, 400, `${h}: ${v}`);
+    assert.equal(o.json.error.type, 'invalid_request_error');
+    assert.equal(o.json.error.param, h);
+    assert.ok(o.json.error.message.includes(h));
+    const a = await post(url, '/v1/messages', { model: 'm', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] }, { [h]: v, 'X-Zerolayer-KV-Policy': h === 'X-Zerolayer-KV-Budget' ? 'window' : (h === 'X-Zerolayer-KV-Policy' ? v : 'full') });
+    assert.equal(a.status, 400, `${h}: ${v}`);
+    assert.equal(a.json.type, 'error');
+    assert.equal(a.json.error.type, 'invalid_request_error');
+    assert.ok(a.json.error.message.includes(h), a.json.error.message);
+  }
+  // a budget too small for a bounded policy names the header
+  const small = await post(url, '/v1/completions', { model: 'm', prompt: 'x', max_tokens: 2 }, { 'X-Zerolayer-KV-Policy': 'anchor', 'X-Zerolayer-KV-Budget': '10' });
+  assert.equal(small.status, 400);
+  assert.equal(small.json.error.param, 'X-Zerolayer-KV-Budget');
+  const body = [
+    [{ validation: 'sometimes' }, 'zerolayer.validation'], [{ ring: 99 }, 'zerolayer.ring'], [{ kv_policy: 'lru' }, 'zerolayer.kv_policy'],
+    [{ kv_budget: -3 }, 'zerolayer.kv_budget'], [{ compute: 'fast' }, 'zerolayer.compute'], [{ anchors: 'x' }, 'zerolayer.anchors'],
+    [{ colour: 1 }, 'zerolayer'], [{ kv_policy: 'anchor', anchors: ['not in the prompt at all'] }, 'zerolayer.anchors'],
+  ];
+  for (const [z, field] of body) {
+    const o = await post(url, '/v1/completions', { model: 'm', prompt: 'Once upon a time', max_tokens: 4, zerolayer: z });
+    assert.equal(o.status, 400, JSON.stringify(z));
+    assert.equal(o.json.error.param, field, JSON.stringify(o.json));
+    const a = await post(url, '/v1/messages', { model: 'm', max_tokens: 4, messages: [{ role: 'user', content: 'Once upon a time' }], zerolayer: z });
+    assert.equal(a.status, 400, JSON.stringify(z));
+    assert.ok(a.json.error.message.includes(field.split('.').pop()), a.json.error.message);
+  }
+  const zo = await post(url, '/v1/completions', { model: 'm', prompt: 'x', max_tokens: 4, zerolayer: 5 });
+  assert.equal(zo.status, 400);
+});
+
+await check('server flags set the defaults; headers override them', async () => {
+  const s2 = await startServer(['--compute', 'balanced', '--kv-policy', 'window', '--kv-budget', '0.5']);
+  const r = await post(s2.url, '/v1/completions', { model: 'm', prompt: PROMPTS[1], max_tokens: 30, temperature: 0 });
+  assert.equal(r.status, 200, JSON.stringify(r.json));
+  assert.equal(r.json.timings.ring, true);
+  assert.equal(r.json.timings.kv_policy, 'window');
+  assert.equal(r.json.timings.kv_budget, CTX / 2);
+  const x = await post(s2.url, '/v1/completions', { model: 'm', prompt: PROMPTS[1], max_tokens: 30, temperature: 0 }, { 'X-Zerolayer-Compute': 'exact' });
+  assert.equal(x.json.timings.ring, false);
+  assert.equal(x.json.timings.kv_policy, 'full');
+  assert.equal(x.json.choices[0].text, r.json.choices[0].text);
+  const y = await post(s2.url, '/v1/completions', { model: 'm', prompt: PROMPTS[1], max_tokens: 30, temperature: 0 }, { 'X-Zerolayer-Compute': 'exact', 'X-Zerolayer-Validation': 'on' });
+  assert.equal(y.json.timings.ring, true);
+  assert.equal(y.json.timings.kv_policy, 'full');
+});
+
+for (const s of servers) s.proc.kill('SIGTERM');
+console.log(`\n${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

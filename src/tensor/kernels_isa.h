@@ -42,6 +42,7 @@ typedef struct zl_prep_kernel {
 /* 1 and *out filled when the level has a prepared kernel for t, else 0. */
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out);
 int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out);
+int zl_prep_kernel_avx2(zl_type t, zl_prep_kernel *out); /* dot4 may be NULL */
 
 /* Fast activation quantiser for the dot partners (Q8_0, Q8_1, Q8_K) or NULL. */
 typedef void (*zl_quant_fn)(const float *x, void *dst, int64_t n);

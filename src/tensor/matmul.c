@@ -180,6 +180,8 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
         /* partner rows, then (if the level has one) the prepared rows the kernel reads */
         zl_prep_kernel pk;
         int prep = avx512 && zl_prep_kernel_avx512(W->type, &pk);
+        if (!prep && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(W->type)))
+            prep = zl_prep_kernel_avx2(W->type, &pk);
         size_t qstride = round_up(xrow, ZL_WORK_ALIGN);
         size_t pstride = prep ? round_up(pk.size(W->cols), ZL_WORK_ALIGN) : 0;
         uint8_t *buf = work_reserve(work, (qstride + pstride) * (size_t)n_tok);

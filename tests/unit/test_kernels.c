@@ -499,6 +499,28 @@ Test(vec_dot, short_rows_every_isa) {
             }
 }
 
+/* AVX2's prepared kernels (Q4_0, Q8_0) against the reference, tails included. */
+Test(vec_dot, prepared_kernels_avx2) {
+    if (max_isa() < ZL_ISA_AVX2) cr_skip_test("no AVX2");
+    const zl_type ts[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0};
+    for (size_t ti = 0; ti < 2; ti++)
+        for (int64_t n = 32; n <= 1056; n += 32) {
+            zl_prep_kernel pk;
+            cr_assert(zl_prep_kernel_avx2(ts[ti], &pk));
+            zl_type t = ts[ti], p = zl_dot_partner(t);
+            void *w = malloc(zl_row_size(t, n)), *x = malloc(zl_row_size(p, n)), *xp = aligned_alloc(64, pk.size(n) + 64);
+            random_weight_row(t, w, n);
+            random_partner_row(p, x, n);
+            pk.prep(x, xp, n);
+            double scale = abs_dot(t, w, p, x, n, NULL);
+            float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x, n), got = pk.dot(w, xp, n);
+            REQUIRE(fabs((double)got - ref) <= 1e-5 * scale, "%s n=%ld: got %.9g ref %.9g", tname(t), (long)n, got, ref);
+            free(w);
+            free(x);
+            free(xp);
+        }
+}
+
 /* Four-token kernels over plain partner rows. */
 Test(vec_dot, four_token_kernels) {
     if (max_isa() < ZL_ISA_AVX512) cr_skip_test("no AVX-512");

@@ -29,6 +29,7 @@ zl_dot_fn zl_dot_fn_avx512(zl_type t);
 zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi);
 /* Four-token kernels over plain partner rows (NULL where none). */
 zl_dot4_fn zl_dot4_fn_avx512(zl_type t);
+zl_dot4_fn zl_dot4_fn_avx2(zl_type t);
 
 /* A kernel over a "prepared" activation row: the dot partner rearranged
  * once per matmul call into the layout that kernel reads fastest, so the
@@ -37,12 +38,12 @@ typedef struct zl_prep_kernel {
     size_t (*size)(int64_t n);                         /* bytes of a prepared row */
     void (*prep)(const void *xq, void *xp, int64_t n); /* partner row -> prepared */
     zl_dot_fn dot;                                     /* dot(weight row, prepared row, n) */
-    zl_dot4_fn dot4;                                   /* four prepared rows at once */
+    zl_dot4_fn dot4;                                   /* four prepared rows at once, or NULL */
 } zl_prep_kernel;
 /* 1 and *out filled when the level has a prepared kernel for t, else 0. */
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out);
 int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out);
-int zl_prep_kernel_avx2(zl_type t, zl_prep_kernel *out); /* dot4 may be NULL */
+int zl_prep_kernel_avx2(zl_type t, zl_prep_kernel *out);
 
 /* Fast activation quantiser for the dot partners (Q8_0, Q8_1, Q8_K) or NULL. */
 typedef void (*zl_quant_fn)(const float *x, void *dst, int64_t n);

@@ -66,6 +66,13 @@ static zl_dot_fn pick_dot(int isa, zl_type t) {
     return f;
 }
 
+/* A four-token kernel only where the single-token one comes from the same level. */
+static zl_dot4_fn pick_dot4(int isa, zl_type t) {
+    if (isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512) && zl_dot_fn_avx512(t)) return zl_dot4_fn_avx512(t);
+    if (isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && zl_dot_fn_avx2(t)) return zl_dot4_fn_avx2(t);
+    return NULL;
+}
+
 static zl_quant_fn pick_quant(int isa, zl_type partner) {
     zl_quant_fn f = NULL;
     if (isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512)) f = zl_quant_fn_avx512(partner);
@@ -175,7 +182,7 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
     if (partner == ZL_TYPE_F32) {
         xq = (const uint8_t *)x;
         stride = (size_t)ldx * sizeof(float);
-        if (avx512) dot4 = zl_dot4_fn_avx512(W->type);
+        dot4 = pick_dot4(isa, W->type);
     } else {
         /* partner rows, then (if the level has one) the prepared rows the kernel reads */
         zl_prep_kernel pk;
@@ -196,8 +203,8 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
         if (prep) {
             dot = pk.dot;
             dot4 = pk.dot4;
-        } else if (avx512) {
-            dot4 = zl_dot4_fn_avx512(W->type);
+        } else {
+            dot4 = pick_dot4(isa, W->type);
         }
     }
 

@@ -515,6 +515,22 @@ Test(vec_dot, prepared_kernels_avx2) {
             double scale = abs_dot(t, w, p, x, n, NULL);
             float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x, n), got = pk.dot(w, xp, n);
             REQUIRE(fabs((double)got - ref) <= 1e-5 * scale, "%s n=%ld: got %.9g ref %.9g", tname(t), (long)n, got, ref);
+            size_t xs = zl_row_size(p, n), ps = (pk.size(n) + 127) / 64 * 64;
+            uint8_t *x4 = malloc(4 * xs), *xp4 = aligned_alloc(64, 4 * ps);
+            float out[4];
+            for (int k = 0; k < 4; k++) {
+                random_partner_row(p, x4 + k * xs, n);
+                pk.prep(x4 + k * xs, xp4 + k * ps, n);
+            }
+            if (pk.dot4) pk.dot4(w, xp4, ps, n, out);
+            for (int k = 0; k < 4 && pk.dot4; k++) {
+                double sc = abs_dot(t, w, p, x4 + k * xs, n, NULL);
+                float r = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x4 + k * xs, n);
+                REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s dot4 n=%ld tok %d: got %.9g ref %.9g", tname(t),
+                        (long)n, k, out[k], r);
+            }
+            free(x4);
+            free(xp4);
             free(w);
             free(x);
             free(xp);
@@ -523,11 +539,12 @@ Test(vec_dot, prepared_kernels_avx2) {
 
 /* Four-token kernels over plain partner rows. */
 Test(vec_dot, four_token_kernels) {
-    if (max_isa() < ZL_ISA_AVX512) cr_skip_test("no AVX-512");
+    if (max_isa() < ZL_ISA_AVX2) cr_skip_test("no AVX2");
     const zl_type ts[] = {ZL_TYPE_F32, ZL_TYPE_F16, ZL_TYPE_BF16, ZL_TYPE_Q6_K};
     const int64_t sizes[] = {7, 16, 172, 256, 1280};
+    for (int level = ZL_ISA_AVX2; level <= max_isa(); level++)
     for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
-        zl_dot4_fn f = zl_dot4_fn_avx512(ts[ti]);
+        zl_dot4_fn f = level == ZL_ISA_AVX512 ? zl_dot4_fn_avx512(ts[ti]) : zl_dot4_fn_avx2(ts[ti]);
         if (!f) continue;
         zl_type t = ts[ti], p = zl_dot_partner(t);
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {

@@ -41,13 +41,17 @@ size_t zl_quantize_row(zl_type t, const float *src, void *dst, int64_t n);
 /* The activation format a weight type is dotted with. */
 zl_type zl_dot_partner(zl_type weight_type);
 /* One dot product of a weight row (type t) with an activation row already
- * converted to zl_dot_partner(t); n elements.  Dispatched per ISA. */
+ * converted to zl_dot_partner(t); n elements.  Dispatched per ISA.  The SIMD
+ * kernels rely on activation quants in [-127, 127], which zl_quantize_row's
+ * Q8_0/Q8_1/Q8_K always produce (weights may use -128). */
 float zl_vec_dot(zl_type t, const void *wrow, const void *xrow, int64_t n);
 /* Same, forced to a specific ISA level (tests compare levels). */
 float zl_vec_dot_isa(int isa, zl_type t, const void *wrow, const void *xrow, int64_t n);
 
 /* y[i*ldy + r] = dot(W row r, x[i*ldx ..]) for r < W->rows, i < n_tok.
- * Parallel over rows on `pool` (may be NULL).  work is grown as needed. */
+ * Parallel over rows on `pool` (may be NULL).  work is grown as needed (NULL:
+ * a temporary scratch per call).  Unsupported types or a failed allocation
+ * give NaN outputs. */
 void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy,
                zl_pool *pool, zl_work *work);
 

@@ -169,6 +169,12 @@ static void dot_rows(void *ctx, int ith, int nth) {
 void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy,
                zl_pool *pool, zl_work *work) {
     if (n_tok <= 0 || W->rows <= 0) return;
+    if (!work) { /* no scratch from the caller: a temporary one */
+        zl_work tmp = {0};
+        zl_matmul(W, x, ldx, n_tok, y, ldy, pool, &tmp);
+        zl_work_free(&tmp);
+        return;
+    }
     int isa = zl_cpu_isa();
     zl_type partner = zl_dot_partner(W->type);
     zl_dot_fn dot = pick_dot(isa, W->type);

@@ -751,6 +751,23 @@ Test(vec_dot, prepared_kernels) {
                 }
 }
 
+Test(matmul, null_work_and_unsupported_type) {
+    test_mat m = make_mat(ZL_TYPE_Q4_K, 8, 256);
+    float x[2 * 256], y[2 * 8], want[2 * 8];
+    fill_gauss(x, 2 * 256, 1.0f);
+    zl_work work = {0};
+    zl_matmul(&m.W, x, 256, 2, want, 8, NULL, &work);
+    zl_matmul(&m.W, x, 256, 2, y, 8, NULL, NULL);
+    for (int i = 0; i < 16; i++) cr_expect_eq(y[i], want[i]);
+    uint8_t blocks[8 * 84] = {0};
+    zl_mat q2 = {ZL_TYPE_Q2_K, 8, 256, blocks, 84};
+    zl_matmul(&q2, x, 256, 2, y, 8, NULL, &work);
+    for (int i = 0; i < 16; i++) cr_expect(isnan(y[i]));
+    cr_expect(isnan(zl_vec_dot(ZL_TYPE_Q2_K, blocks, x, 256)));
+    zl_work_free(&work);
+    free_mat(&m);
+}
+
 /* ---- real llama.cpp-quantised tensors ---------------------------------- */
 
 static zl_gguf *open_fixture(const char *name) {

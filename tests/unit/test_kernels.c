@@ -508,7 +508,8 @@ Test(vec_dot, prepared_kernels_avx2) {
             zl_prep_kernel pk;
             cr_assert(zl_prep_kernel_avx2(ts[ti], &pk));
             zl_type t = ts[ti], p = zl_dot_partner(t);
-            void *w = malloc(zl_row_size(t, n)), *x = malloc(zl_row_size(p, n)), *xp = aligned_alloc(64, pk.size(n) + 64);
+            void *w = malloc(zl_row_size(t, n)), *x = malloc(zl_row_size(p, n));
+            void *xp = aligned_alloc(64, (pk.size(n) + 127) / 64 * 64);
             random_weight_row(t, w, n);
             random_partner_row(p, x, n);
             pk.prep(x, xp, n);

@@ -189,9 +189,15 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
         zl_prefetch_layer(m->prefetch, l);
         /* attention block */
         for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, x + (size_t)i * dim, L->attn_norm, dim, hp->norm_eps);
-        matmul(f, &L->wq, xb, dim, n, q, qd, pool);
-        matmul(f, &L->wk, xb, dim, n, k, kvd, pool);
-        matmul(f, &L->wv, xb, dim, n, v, kvd, pool);
+        if (n == 1 && !f->exact && (double)L->wq.rows * L->wq.cols >= ZL_PARALLEL_MIN_MACS) {
+            const zl_mat *W3[3] = {&L->wq, &L->wk, &L->wv};
+            float *Y3[3] = {q, k, v};
+            zl_matmul_multi(W3, 3, xb, Y3, pool, &f->work);
+        } else {
+            matmul(f, &L->wq, xb, dim, n, q, qd, pool);
+            matmul(f, &L->wk, xb, dim, n, k, kvd, pool);
+            matmul(f, &L->wv, xb, dim, n, v, kvd, pool);
+        }
         for (int i = 0; i < n; i++) {
             float *qi = q + (size_t)i * qd, *ki = k + (size_t)i * kvd, *vi = v + (size_t)i * kvd;
             if (L->bq) for (int j = 0; j < qd; j++) qi[j] += L->bq[j];
@@ -214,8 +220,14 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
 
         /* feed-forward block: down(silu(gate(x)) * up(x)) */
         for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, x + (size_t)i * dim, L->ffn_norm, dim, hp->norm_eps);
-        matmul(f, &L->w_gate, xb, dim, n, h1, ffn, pool);
-        matmul(f, &L->w_up, xb, dim, n, h3, ffn, pool);
+        if (n == 1 && !f->exact && (double)L->w_gate.rows * L->w_gate.cols >= ZL_PARALLEL_MIN_MACS) {
+            const zl_mat *W2[2] = {&L->w_gate, &L->w_up};
+            float *Y2[2] = {h1, h3};
+            zl_matmul_multi(W2, 2, xb, Y2, pool, &f->work);
+        } else {
+            matmul(f, &L->w_gate, xb, dim, n, h1, ffn, pool);
+            matmul(f, &L->w_up, xb, dim, n, h3, ffn, pool);
+        }
         for (size_t i = 0; i < (size_t)n * ffn; i++) h1[i] = h1[i] / (1.0f + expf(-h1[i])) * h3[i];
         matmul(f, &L->w_down, h1, ffn, n, xb, dim, pool);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];

@@ -223,3 +223,102 @@ fail:
     for (int t = 0; t < n_tok; t++)
         for (int64_t r = 0; r < W->rows; r++) y[(int64_t)t * ldy + r] = NAN;
 }
+
+/* ---- several matrices, one input row, one dispatch ---------------- */
+
+#define ZL_MULTI_MAX 4
+
+typedef struct {
+    int nm;
+    long total; /* rows of all matrices */
+    struct {
+        const zl_mat *W;
+        zl_dot_fn dot;
+        const uint8_t *xq;
+        float *y;
+        long first; /* first combined row index */
+    } m[ZL_MULTI_MAX];
+} multi_job;
+
+static void multi_rows(void *ctx, int ith, int nth) {
+    const multi_job *j = ctx;
+    long b, e;
+    zl_split(j->total, ith, nth, &b, &e);
+    for (int k = 0; k < j->nm && b < e; k++) {
+        long lo = j->m[k].first, hi = lo + (long)j->m[k].W->rows;
+        if (e <= lo || b >= hi) continue;
+        long rb = b > lo ? b : lo, re = e < hi ? e : hi;
+        const uint8_t *w = j->m[k].W->data;
+        size_t rbytes = j->m[k].W->row_bytes;
+        int64_t cols = j->m[k].W->cols;
+        for (long r = rb; r < re; r++) j->m[k].y[r - lo] = j->m[k].dot(w + (size_t)(r - lo) * rbytes, j->m[k].xq, cols);
+    }
+}
+
+void zl_matmul_multi(const zl_mat *const *W, int nm, const float *x, float *const *y, zl_pool *pool, zl_work *work) {
+    if (nm <= 0) return;
+    if (nm > ZL_MULTI_MAX || !work) {
+        for (int k = 0; k < nm; k++) zl_matmul(W[k], x, W[k]->cols, 1, y[k], W[k]->rows, pool, work);
+        return;
+    }
+    int isa = zl_cpu_isa(), avx512 = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512);
+    multi_job j = {nm, 0, {{0}}};
+    /* sizes of each matrix's activation (partner row + prepared row), deduplicated by type */
+    size_t off[ZL_MULTI_MAX], need = 0;
+    int same_as[ZL_MULTI_MAX];
+    zl_prep_kernel pk[ZL_MULTI_MAX];
+    int prep[ZL_MULTI_MAX];
+    for (int k = 0; k < nm; k++) {
+        same_as[k] = -1;
+        for (int i = 0; i < k; i++)
+            if (W[i]->type == W[k]->type && W[i]->cols == W[k]->cols) { same_as[k] = i; break; }
+        if (W[k]->cols != W[0]->cols || !zl_row_size(W[k]->type, W[k]->cols)) {
+            for (int i = 0; i < nm; i++) zl_matmul(W[i], x, W[i]->cols, 1, y[i], W[i]->rows, pool, work);
+            return;
+        }
+        prep[k] = 0;
+        off[k] = need;
+        if (same_as[k] >= 0) continue;
+        zl_type partner = zl_dot_partner(W[k]->type);
+        if (partner == ZL_TYPE_F32) continue;
+        prep[k] = avx512 && zl_prep_kernel_avx512(W[k]->type, &pk[k]);
+        if (!prep[k] && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(W[k]->type)))
+            prep[k] = zl_prep_kernel_avx2(W[k]->type, &pk[k]);
+        need += round_up(zl_row_size(partner, W[k]->cols), ZL_WORK_ALIGN);
+        if (prep[k]) need += round_up(pk[k].size(W[k]->cols), ZL_WORK_ALIGN);
+    }
+    uint8_t *buf = need ? work_reserve(work, need) : NULL;
+    if (need && !buf) {
+        for (int k = 0; k < nm; k++) zl_matmul(W[k], x, W[k]->cols, 1, y[k], W[k]->rows, pool, NULL);
+        return;
+    }
+    for (int k = 0; k < nm; k++) {
+        j.m[k].W = W[k];
+        j.m[k].y = y[k];
+        j.m[k].first = j.total;
+        j.total += (long)W[k]->rows;
+        if (same_as[k] >= 0) {
+            j.m[k].dot = j.m[same_as[k]].dot;
+            j.m[k].xq = j.m[same_as[k]].xq;
+            continue;
+        }
+        zl_type partner = zl_dot_partner(W[k]->type);
+        j.m[k].dot = pick_dot(isa, W[k]->type);
+        if (partner == ZL_TYPE_F32) {
+            j.m[k].xq = (const uint8_t *)x;
+            continue;
+        }
+        uint8_t *q = buf + off[k];
+        size_t qsize = round_up(zl_row_size(partner, W[k]->cols), ZL_WORK_ALIGN);
+        zl_quant_fn qf = pick_quant(isa, partner);
+        if (qf) qf(x, q, W[k]->cols);
+        else zl_quantize_row(partner, x, q, W[k]->cols);
+        j.m[k].xq = q;
+        if (prep[k]) {
+            pk[k].prep(q, q + qsize, W[k]->cols);
+            j.m[k].xq = q + qsize;
+            j.m[k].dot = pk[k].dot;
+        }
+    }
+    zl_pool_run(pool, multi_rows, &j);
+}

@@ -36,18 +36,15 @@ ZL_INLINE __m256i pair_sum_s16(__m256i p) { return _mm256_madd_epi16(p, _mm256_s
 
 /* ---- float weights ---------------------------------------------------- */
 
+/* Single-token float kernels accumulate exactly like dot4_float (one 8-lane
+ * accumulator, scalar tail after the horizontal sum), so results do not
+ * depend on how many tokens share a matmul call. */
 static float dot_f32(const void *w, const void *x, int64_t n) {
     const float *a = w, *b = x;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    float sum = hsum_ps(acc);
     for (; i < n; i++) sum += a[i] * b[i];
     return sum;
 }
@@ -61,18 +58,11 @@ ZL_INLINE __m256 load_bf16x8(const uint16_t *p) {
 ZL_INLINE float dot_half(const void *w, const void *x, int64_t n, const int bf) {
     const uint16_t *a = w;
     const float *b = x;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
-#define ZL_HALF(p) (bf ? load_bf16x8(p) : load_f16x8(p))
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(ZL_HALF(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(ZL_HALF(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(ZL_HALF(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(ZL_HALF(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ZL_HALF(a + i), _mm256_loadu_ps(b + i), s0);
-#undef ZL_HALF
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(bf ? load_bf16x8(a + i) : load_f16x8(a + i), _mm256_loadu_ps(b + i), acc);
+    float sum = hsum_ps(acc);
     for (; i < n; i++) sum += (bf ? zl_bf16_to_f32(a[i]) : zl_f16_to_f32(a[i])) * b[i];
     return sum;
 }

@@ -59,22 +59,21 @@ ZL_INLINE float hsum256(__m256 v) {
 
 /* ---- float weights ---------------------------------------------------- */
 
+/* The single-token float kernels accumulate exactly like dot4_float (one
+ * accumulator, 16 lanes, the same tail), so a row's result does not depend
+ * on how many tokens share the call: batched decoding and verification give
+ * bit-identical logits to one-token decoding.  Decode is memory-bound, so
+ * the single dependency chain costs nothing measurable. */
 static float dot_f32(const void *w, const void *x, int64_t n) {
     const float *a = w, *b = x;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
-        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
-        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
-    }
-    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    return _mm512_reduce_add_ps(acc);
 }
 
 ZL_INLINE __m512 load_f16x16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
@@ -87,24 +86,17 @@ ZL_INLINE __m512 load_bf16x16(const uint16_t *p) {
 ZL_INLINE float dot_half(const void *w, const void *x, int64_t n, const int bf) {
     const uint16_t *a = w;
     const float *b = x;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
-#define ZL_HALF(p) (bf ? load_bf16x16(p) : load_f16x16(p))
-    for (; i + 64 <= n; i += 64) {
-        s0 = _mm512_fmadd_ps(ZL_HALF(a + i), _mm512_loadu_ps(b + i), s0);
-        s1 = _mm512_fmadd_ps(ZL_HALF(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
-        s2 = _mm512_fmadd_ps(ZL_HALF(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
-        s3 = _mm512_fmadd_ps(ZL_HALF(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
-    }
-    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(ZL_HALF(a + i), _mm512_loadu_ps(b + i), s0);
-#undef ZL_HALF
+    for (; i + 16 <= n; i += 16)
+        acc = _mm512_fmadd_ps(bf ? load_bf16x16(a + i) : load_f16x16(a + i), _mm512_loadu_ps(b + i), acc);
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
         __m256i h = _mm512_castsi512_si256(_mm512_maskz_loadu_epi16((__mmask32)m, a + i));
         __m512 wf = bf ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
-        s1 = _mm512_fmadd_ps(wf, _mm512_maskz_loadu_ps(m, b + i), s1);
+        acc = _mm512_fmadd_ps(wf, _mm512_maskz_loadu_ps(m, b + i), acc);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    return _mm512_reduce_add_ps(acc);
 }
 
 static float dot_f16(const void *w, const void *x, int64_t n) { return dot_half(w, x, n, 0); }

@@ -5,8 +5,9 @@
 
 #define EMA 0.25
 #define PAY_RATIO 0.95
-#define COOLDOWN 24
-#define MIN_RING_STEPS 4
+#define COOLDOWN 16     /* first cool-down; doubles after each consecutive failed probe */
+#define COOLDOWN_MAX 512
+#define MIN_RING_STEPS 2
 
 void zl_ring_init(zl_ring *r, int size, int max) {
     memset(r, 0, sizeof *r);
@@ -37,9 +38,14 @@ void zl_ring_update(zl_ring *r, int drafted, int accepted, double seconds, int e
     r->ring_steps++;
     if (accepted == drafted) r->size = r->size < r->max ? r->size + 1 : r->max;
     else r->size = accepted + 1 < r->max ? accepted + 1 : r->max;
-    if (r->rate_plain > 0 && r->ring_steps >= MIN_RING_STEPS && r->rate_ring < PAY_RATIO * r->rate_plain) {
-        r->cooldown = COOLDOWN;
-        r->ring_steps = 0;
-        r->rate_ring = 0;
+    if (r->rate_plain > 0 && r->ring_steps >= MIN_RING_STEPS) {
+        if (r->rate_ring < PAY_RATIO * r->rate_plain) {
+            r->backoff = r->backoff ? (r->backoff * 2 < COOLDOWN_MAX ? r->backoff * 2 : COOLDOWN_MAX) : COOLDOWN;
+            r->cooldown = r->backoff;
+            r->ring_steps = 0;
+            r->rate_ring = 0;
+        } else {
+            r->backoff = 0; /* drafting pays: the next failure starts a short cool-down again */
+        }
     }
 }

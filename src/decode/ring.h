@@ -4,7 +4,8 @@
  * ring grows by one after a fully accepted step (up to max), shrinks to one
  * past the accepted prefix after a rejection, and turns drafting off for a
  * cool-down when measured throughput with drafting falls below 95% of plain
- * decoding — so it is never meaningfully slower than no ring at all. */
+ * decoding — so it is never meaningfully slower than no ring at all.  Repeated
+ * failed probes double the cool-down (16 .. 512 steps). */
 #ifndef ZL_RING_H
 #define ZL_RING_H
 
@@ -16,6 +17,7 @@
 typedef struct zl_ring {
     int size, max;
     int cooldown;       /* plain steps left before drafting is probed again */
+    int backoff;        /* length of the last cool-down (0 = none pending) */
     int ring_steps;     /* ring steps since the last cool-down */
     double rate_plain;  /* tokens/s EMA of plain steps (0 = unknown) */
     double rate_ring;   /* tokens/s EMA of ring steps */

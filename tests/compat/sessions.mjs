@@ -208,7 +208,7 @@ try {
     const s = await newSession(A.url);
     const m = [{ role: 'user', content: 'hi' }];
     const alt = s.token.slice(0, -1) + (s.token.endsWith('0') ? '1' : '0');
-    for (const t of [alt, 'garbage', s.token.replace(/^zs_./, 'zs_0'), `zs_${'ab'.repeat(12)}.123.${'0'.repeat(64)}`]) {
+    for (const t of [alt, 'garbage', s.token.replace(/^zs_(.)/, (_, c) => (c === '0' ? 'zs_1' : 'zs_0')), `zs_${'ab'.repeat(12)}.123.${'0'.repeat(64)}`]) {
       const r = await chat(A.url, m, {}, { 'X-Zerolayer-Session': t });
       assert.equal(r.status, 403, t);
       assert.equal(r.json.error.code, 'invalid_token');

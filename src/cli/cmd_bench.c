@@ -17,12 +17,15 @@
 static const char *k_usage =
     "usage: zerolayer bench [-m MODEL] [-p 128,512] [-n 64] [-t 1,2] [-r 3] [--ctx 0,1024,4096] [--json]\n"
     "                       [--prefetch-layers N] [--no-mmap] [--preheat] [--verify-curve]\n"
+    "                       [--kv-policy full|window|anchor] [--kv-budget N|F] [--kv-type f16|q8_0]\n"
     "  -p LIST    prompt lengths to time (pp); 0 skips\n"
     "  -n LIST    generated tokens to time (tg); 0 skips\n"
     "  -t LIST    thread counts\n"
     "  -r N       repetitions (mean ± sd reported)\n"
     "  --ctx LIST tokens already in the KV cache before a tg run (tg at depth)\n"
     "  --json     JSON instead of a markdown table\n"
+    "  --kv-policy P, --kv-budget B (fraction of the tg depth), --kv-type T: KV slicing during tg at depth;\n"
+    "             the table then shows KV bytes read per generated token\n"
     "  --spec MODE  tg with the verification ring (lookup|off): greedy generation after a prompt\n"
     "             that repeats itself (grounded text); reports acceptance and tokens per step\n"
     "  --verify-curve  time of one forward over k tokens / over 1 token, k = 1..16, at depth 128\n"
@@ -85,7 +88,7 @@ static double measure_bandwidth(int threads) {
     return best;
 }
 
-typedef struct { const char *test; long n, threads, depth; double mean, sd, accept, per_step; } result;
+typedef struct { const char *test; long n, threads, depth; double mean, sd, accept, per_step, kv_bytes; } result;
 
 static void stats(const double *v, int n, double *mean, double *sd) {
     double s = 0, q = 0;
@@ -133,6 +136,8 @@ int cmd_bench(int argc, char **argv) {
     long pp[MAXL] = {128}, tg[MAXL] = {64}, th[MAXL] = {2}, depth[MAXL] = {0}, reps = 3;
     int npp = 1, ntg = 1, nth = 1, ndepth = 1, json = 0, no_mmap = 0, preheat = 0, curve = 0, spec = 0;
     long prefetch = 2;
+    const char *kv_policy = "full", *kv_budget = NULL;
+    zl_kv_type kvt = ZL_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(a)) { fputs(k_usage, stdout); return 0; }
@@ -145,6 +150,14 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-r")) { if (cli_int(a, VAL, 1, 1000, &reps)) return 1; }
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--verify-curve")) curve = 1;
+        else if (!strcmp(a, "--kv-policy")) { if (!(kv_policy = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "--kv-budget")) { if (!(kv_budget = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "--kv-type")) {
+            const char *t = VAL;
+            if (t && !strcmp(t, "f16")) kvt = ZL_KV_F16;
+            else if (t && !strcmp(t, "q8_0")) kvt = ZL_KV_Q8_0;
+            else return cli_fail("--kv-type must be f16 or q8_0");
+        }
         else if (!strcmp(a, "--spec")) {
             const char *m = VAL;
             if (m && !strcmp(m, "lookup")) spec = 1;
@@ -159,6 +172,8 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!model) model = cli_default_model();
     if (curve) return verify_curve(model, (int)th[0], (int)reps);
+    zl_kv_policy_kind pk;
+    if (cli_kv_policy(kv_policy, &pk)) return 1;
     long max_t = 1;
     for (int i = 0; i < nth; i++) if (th[i] > max_t) max_t = th[i];
     double bw = measure_bandwidth((int)max_t);
@@ -187,7 +202,7 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < ndepth; i++) if (depth[i] > maxd) maxd = depth[i];
         for (int i = 0; i < ntg; i++) if (tg[i] > maxg) maxg = tg[i];
         long n_ctx = maxp > maxd + maxg ? maxp : maxd + maxg;
-        zl_seq_opts so = {(int)(n_ctx + 1 + (spec ? 64 : 0)), ZL_KV_F16, zl_sampling_defaults()};
+        zl_seq_opts so = {(int)(n_ctx + 1 + (spec ? 64 : 0)), kvt, zl_sampling_defaults()};
         so.sampling.temp = 0;
         zl_seq *seq;
         if (zl_seq_new(&seq, llm, &so, &err)) { zl_llm_close(llm); return cli_fail("%s", err.msg); }
@@ -207,13 +222,18 @@ int cmd_bench(int argc, char **argv) {
                 v[r] = pp[pi] / (now_s() - t);
             }
             result *R = &res[nres++];
-            *R = (result){"pp", pp[pi], th[ti], 0, 0, 0, 0, 0};
+            *R = (result){"pp", pp[pi], th[ti], 0, 0, 0, 0, 0, 0};
             stats(v, (int)reps, &R->mean, &R->sd);
         }
         for (int di = 0; di < ndepth; di++)
             for (int gi = 0; gi < ntg; gi++) {
                 if (!tg[gi]) continue;
                 double acc_sum = 0, steps_sum = 0;
+                long budget = 0;
+                /* the budget is a share of the depth; at depth 0 there is nothing to slice */
+                if (depth[di] && kv_budget && cli_budget("--kv-budget", kv_budget, depth[di], &budget)) return 1;
+                if (zl_seq_set_kv_policy(seq, depth[di] ? pk : ZL_KV_POLICY_FULL, (int)budget, &err))
+                    return cli_fail("%s", err.msg);
                 for (int r = 0; r < reps; r++) {
                     zl_seq_truncate(seq, 0);
                     if (depth[di] && zl_seq_eval(seq, ids, (int)depth[di], 512, NULL, &err)) return cli_fail("%s", err.msg);
@@ -244,8 +264,12 @@ int cmd_bench(int argc, char **argv) {
                     v[r] = tg[gi] / (now_s() - t);
                 }
                 result *R = &res[nres++];
-                *R = (result){spec ? "tg-ring" : "tg", tg[gi], th[ti], depth[di], 0, 0, acc_sum / reps, steps_sum / reps};
+                *R = (result){spec ? "tg-ring" : "tg", tg[gi], th[ti], depth[di], 0, 0, acc_sum / reps, steps_sum / reps, 0};
                 stats(v, (int)reps, &R->mean, &R->sd);
+                zl_kv_stats ks;
+                zl_seq_kv_stats(seq, &ks);
+                R->kv_bytes = (double)ks.bytes_per_token * ks.cached;
+                zl_seq_set_kv_policy(seq, ZL_KV_POLICY_FULL, 0, &err);
             }
         free(ids);
         zl_seq_free(seq);
@@ -271,7 +295,8 @@ int cmd_bench(int argc, char **argv) {
     printf("| test | threads | ctx | tokens/s | %% of bandwidth ceiling |\n|---|---|---|---|---|\n");
     for (int i = 0; i < nres; i++) {
         char pct[80] = "";
-        if (!strcmp(res[i].test, "tg")) snprintf(pct, sizeof pct, "%.0f%%", 100 * res[i].mean / ceiling);
+        if (!strcmp(res[i].test, "tg"))
+            snprintf(pct, sizeof pct, "%.0f%%; KV read %.1f MiB/token", 100 * res[i].mean / ceiling, res[i].kv_bytes / 1048576.0);
         if (!strcmp(res[i].test, "tg-ring"))
             snprintf(pct, sizeof pct, "ring: %.0f%% accepted, %.2f tok/step", 100 * res[i].accept, res[i].per_step);
         printf("| %s%ld | %ld | %ld | %.2f ± %.2f | %s |\n", res[i].test, res[i].n, res[i].threads, res[i].depth,

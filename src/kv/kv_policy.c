@@ -3,10 +3,11 @@
  *
  *   full    keep everything (the cache is bounded by n_ctx only)
  *   window  n_sink attention sinks + the most recent tokens (StreamingLLM)
- *   anchor  sinks + marked anchors + heavy hitters (the most attention
- *           received, accumulated by the forward pass from the weights it
- *           already computes, H2O-style) + a recent drift window; everything
- *           else is transient and goes first.
+ *   anchor  sinks + marked anchors + heavy hitters (the highest mean
+ *           attention received per query since arrival, accumulated by the
+ *           forward pass from the softmax weights it already computes) + a
+ *           recent drift window of budget/2; everything else is transient
+ *           and goes first.
  *
  * Eviction compacts the kept entries to the front and re-rotates their keys
  * by the distance moved, so positions stay cache-relative (StreamingLLM):
@@ -94,9 +95,8 @@ int zl_kv_n_anchor(const zl_kv *kv) {
     return n;
 }
 
-/* Rotate every head of a K row by `delta` positions. */
-static void rerotate(zl_kv *kv, void *row, int delta, float *tmp, const float *cs, const float *sn) {
-    (void)delta;
+/* Rotate every head of a K row by the angles in cs/sn (one position delta). */
+static void rerotate(zl_kv *kv, void *row, float *tmp, const float *cs, const float *sn) {
     int n = kv->kv_dim;
     if (kv->type == ZL_TYPE_F16) {
         zl_f16 *r = row;
@@ -175,7 +175,7 @@ int zl_kv_make_room(zl_kv *kv, int n_new, zl_err *err) {
             for (int l = 0; l < kv->n_layers; l++) {
                 memcpy(zl_kv_k(kv, l, j), zl_kv_k(kv, l, i), kv->row_bytes);
                 memcpy(zl_kv_v(kv, l, j), zl_kv_v(kv, l, i), kv->row_bytes);
-                rerotate(kv, zl_kv_k(kv, l, j), j - i, tmp, cs, sn);
+                rerotate(kv, zl_kv_k(kv, l, j), tmp, cs, sn);
             }
             for (int t = 0; t < kv->score_nth; t++)
                 kv->score_part[(size_t)t * kv->n_ctx + j] = kv->score_part[(size_t)t * kv->n_ctx + i];

@@ -41,6 +41,8 @@ struct zl_seq {
     float *probs;    /* n_vocab */
 };
 
+/* Grow s->tokens to hold at least n tokens. Returns 0 or ZL_ENOMEM. */
+int zl_seq_reserve_tokens(zl_seq *s, int n);
 /* Record fed tokens in s->tokens (grows the array). Returns 0 or ZL_ENOMEM. */
 int zl_seq_track(zl_seq *s, const int32_t *ids, int n);
 

@@ -159,16 +159,20 @@ void zl_seq_truncate(zl_seq *s, int n) {
     s->pending = -1;
 }
 
+int zl_seq_reserve_tokens(zl_seq *s, int n) {
+    if (n <= s->cap_tokens) return 0;
+    int cap = s->cap_tokens ? s->cap_tokens : 256;
+    while (cap < n) cap *= 2;
+    int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
+    if (!t) return ZL_ENOMEM;
+    s->tokens = t;
+    s->cap_tokens = cap;
+    return 0;
+}
+
 int zl_seq_track(zl_seq *s, const int32_t *ids, int n) {
     int have = s->n_tokens;
-    if (have + n > s->cap_tokens) {
-        int cap = s->cap_tokens ? s->cap_tokens : 256;
-        while (cap < have + n) cap *= 2;
-        int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
-        if (!t) return ZL_ENOMEM;
-        s->tokens = t;
-        s->cap_tokens = cap;
-    }
+    if (zl_seq_reserve_tokens(s, have + n)) return ZL_ENOMEM;
     memcpy(s->tokens + have, ids, (size_t)n * sizeof *ids);
     s->n_tokens += n;
     return 0;

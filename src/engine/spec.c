@@ -133,13 +133,7 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     if (k > 0) {
         /* history = every token so far + t0 (appended past n_tokens, not yet counted) */
         int n = s->n_tokens;
-        if (n + 1 > s->cap_tokens) {
-            int cap = s->cap_tokens ? s->cap_tokens * 2 : 256;
-            int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
-            if (!t) { zl_errf(err, ZL_ENOMEM, "out of memory"); return -1; }
-            s->tokens = t;
-            s->cap_tokens = cap;
-        }
+        if (zl_seq_reserve_tokens(s, n + 1)) { zl_errf(err, ZL_ENOMEM, "out of memory"); return -1; }
         s->tokens[n] = buf[0];
         nd = s->drafter->draft(s->drafter, s->tokens, n + 1, buf + 1, k);
     }

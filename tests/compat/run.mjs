@@ -393,7 +393,8 @@ try {
     try {
       for await (const c of s) { finished = c.choices[0]?.finish_reason ?? finished; if (++n === 3) ac.abort(); }
     } catch (e) { /* the SDK may end the iteration quietly or throw on abort */ }
-    assert.equal(n, 3);
+    /* chunks already buffered when abort() runs may still be delivered */
+    assert.ok(n >= 3 && n < 20, `read ${n} chunks`);
     assert.equal(finished, null);
     let running = 1;
     for (let i = 0; i < 50 && running; i++) { await sleep(20); running = await metric(B.url, 'zerolayer_requests_running'); }

@@ -38,7 +38,8 @@ void zl_ring_update(zl_ring *r, int drafted, int accepted, double seconds, int e
     r->ring_steps++;
     if (accepted == drafted) r->size = r->size < r->max ? r->size + 1 : r->max;
     else r->size = accepted + 1 < r->max ? accepted + 1 : r->max;
-    if (r->rate_plain > 0 && r->ring_steps >= MIN_RING_STEPS) {
+    /* judge only on measured rates: untimed steps (seconds <= 0) leave the EMAs alone */
+    if (r->rate_plain > 0 && r->rate_ring > 0 && r->ring_steps >= MIN_RING_STEPS) {
         if (r->rate_ring < PAY_RATIO * r->rate_plain) {
             r->backoff = r->backoff ? (r->backoff * 2 < COOLDOWN_MAX ? r->backoff * 2 : COOLDOWN_MAX) : COOLDOWN;
             r->cooldown = r->backoff;

@@ -18,8 +18,9 @@
 #include <unistd.h>
 
 #include "../base/err.h"
+#include "spec.h"
 
-#define ZL_JOB_RING_OUT 17   /* tokens one ring step may emit: 1 + the largest ring */
+#define ZL_JOB_RING_OUT (ZL_RING_MAX + 1) /* tokens one ring step may emit: the accepted drafts + the next */
 #define ZL_SCHED_MAX_SOLO 64 /* own-forward prompt chunks per engine step */
 
 struct zl_job {
@@ -45,13 +46,14 @@ struct zl_job {
     zl_job_ctl ctl;
     int has_ctl;
     uint8_t *anchors; /* n_prompt bytes or NULL */
-    int ring_on;      /* decodes with zl_seq_step, outside the batched forward */
-    int ring_ready;   /* prompt done: the next ring step may run */
+    int ring_on;      /* its decode item carries pending + drafts (verified in the batched forward) */
+    zl_verify ver;    /* this step's ring item (ids = pending + drafts) */
+    double draft_ms;  /* time this step's drafting took */
     int bounded;      /* a bounded KV policy: no context limit */
     unsigned long long seen_drafted, seen_accepted, seen_evicted;
     /* engine-side tallies, copied into times under s->mu (job_flush) */
     unsigned long long ev_new, dr_new, ac_new;
-    double kv_read;
+    double kv_read, sample_new;
     int kv_steps, anchors_now, ring_steps;
     zl_job *next;     /* queue / running list link */
 };
@@ -330,18 +332,22 @@ static void job_flush(zl_sched *s, zl_job *j) {
     j->times.ring_drafted += j->dr_new;
     j->times.ring_accepted += j->ac_new;
     j->ev_new = j->dr_new = j->ac_new = 0;
+    j->times.sample_ms += j->sample_new;
+    j->sample_new = 0;
     j->times.kv_read_bytes = j->kv_read;
     j->times.kv_read_steps = j->kv_steps;
     j->times.kv_anchors = j->anchors_now;
     j->times.ring_steps = (unsigned long long)j->ring_steps;
 }
 
-/* Finish checks after a token was pushed.  fed: the token is already in the
- * sequence (ring) rather than pending.  Under s->mu. */
-static void job_check_end(zl_sched *s, zl_job *j, int32_t id) {
+/* Finish checks after a token was pushed.  ahead: tokens the sequence has
+ * already fed beyond this one's plain-decoding state (accepted drafts that
+ * follow it in the same ring step), so the context check sees the room plain
+ * decoding would have at this token.  Under s->mu. */
+static void job_check_end(zl_sched *s, zl_job *j, int32_t id, int ahead) {
     if (zl_llm_is_eog(s->llm, id)) job_finish(s, j, ZL_FINISH_EOG);
     else if (j->max_tokens > 0 && j->n_toks >= j->max_tokens) job_finish(s, j, ZL_FINISH_LENGTH);
-    else if (!j->ring_on && zl_seq_room(j->seq) < 1) job_finish(s, j, ZL_FINISH_CTX);
+    else if (zl_seq_room(j->seq) + ahead < 1) job_finish(s, j, ZL_FINISH_CTX);
 }
 
 /* Prompt chunk of a job with anchors or a bounded KV policy: its own forward
@@ -372,68 +378,73 @@ static int job_prefill_solo(zl_sched *s, zl_job *j, int n) {
     return n;
 }
 
-/* One ring step of j: zl_seq_step drafts, verifies in one forward and emits
- * the accepted tokens (already fed).  When a full-policy context has no room
- * left, plain decoding would still sample one last token it never feeds; so
- * does this, and the job ends there (greedy output stays identical). */
-static void job_ring_advance(zl_sched *s, zl_job *j) {
-    int32_t out[ZL_JOB_RING_OUT];
-    int max_out = ZL_JOB_RING_OUT, last = 0;
-    if (j->max_tokens > 0 && j->max_tokens - j->n_toks < max_out) max_out = j->max_tokens - j->n_toks;
-    if (max_out < 1) max_out = 1;
-    zl_err err = {0};
-    double t0 = zl_now_ms();
-    int n;
-    if (zl_seq_room(j->seq) < 1) {
-        out[0] = zl_seq_sample(j->seq);
-        n = 1;
-        last = 1;
-    } else {
-        n = zl_seq_step(j->seq, out, max_out, &err);
-    }
-    double t1 = zl_now_ms();
-    if (s->o.on_step && !last) s->o.on_step(s->o.on_step_ud, 1, n > 0 ? n : 1, t1 - t0);
-    if (n > 0 && !last) {
-        job_kv_note(j, 1);
-        j->ring_steps++;
-    }
+/* The first token of a job whose prompt just completed (sampled like every
+ * later one, ring or not).  Engine thread, no lock. */
+static zl_job_tok job_sample(zl_sched *s, zl_job *j, int nv) {
+    double ts = zl_now_ms();
+    const float *lg = zl_seq_logits(j->seq);
+    zl_job_tok t = {0};
+    t.id = zl_seq_sample(j->seq);
+    if (j->n_top >= 0 && lg) job_logprobs(s, lg, nv, &t, j->n_top);
+    t.t_ms = zl_now_ms();
+    j->sample_new += t.t_ms - ts;
+    return t;
+}
+
+/* After the forward, a ring job's verification: accept / roll back its
+ * drafts and choose the next token (the residual draw of a rejection, or a
+ * sample after the last accepted position).  Writes the tokens to emit to
+ * out and returns how many (accepted drafts + the next).  Engine thread, no
+ * lock.  step_ms: the forward's wall time, 0 when it is not a fair measure
+ * of this job's decode speed (prompt chunks rode along). */
+static int job_ring_verify(zl_job *j, double step_ms, int32_t *out, int *acc_out) {
+    double ts = zl_now_ms();
+    int32_t next;
+    double secs = step_ms > 0 ? (step_ms + j->draft_ms) / 1e3 : 0;
+    int acc = zl_spec_accept(j->seq, &j->ver, secs, out, &next);
+    if (next < 0) next = zl_seq_sample(j->seq);
+    out[acc] = next;
+    j->sample_new += zl_now_ms() - ts;
+    j->ring_steps++;
     zl_spec_stats st;
     zl_seq_spec_stats(j->seq, &st);
     j->dr_new += st.drafted >= j->seen_drafted ? st.drafted - j->seen_drafted : 0;
     j->ac_new += st.accepted >= j->seen_accepted ? st.accepted - j->seen_accepted : 0;
     j->seen_drafted = st.drafted;
     j->seen_accepted = st.accepted;
-    pthread_mutex_lock(&s->mu);
-    job_flush(s, j);
-    j->times.sample_ms += t1 - t0;
-    if (n < 1) {
-        snprintf(j->times.error, sizeof j->times.error, "%s", err.msg);
-        job_finish(s, j, ZL_FINISH_ERROR);
-    } else {
-        for (int i = 0; i < n && !j->finish; i++) {
-            zl_job_tok t = {0};
-            t.id = out[i];
-            t.t_ms = t1;
-            if (!j->times.t_first) j->times.t_first = t1;
-            job_push(j, &t);
-            job_check_end(s, j, t.id);
-        }
-        if (!j->finish && last) job_finish(s, j, ZL_FINISH_CTX);
-    }
-    pthread_mutex_unlock(&s->mu);
+    *acc_out = acc;
+    return acc + 1;
 }
 
-static void sched_step(zl_sched *s, zl_batch_item *items, zl_job **owners, int *n_need) {
+static void sched_step(zl_sched *s, zl_batch_item *items, zl_verify **vers, zl_job **owners, int *n_need) {
     zl_llm *llm = s->llm;
     int nv = zl_llm_n_vocab(llm);
-    int n_items = 0, budget = s->o.step_tokens, n_work = 0;
+    int n_items = 0, budget = s->o.step_tokens, n_work = 0, n_ring = 0;
     /* decode tokens first: every generating sequence advances each step */
     for (int i = 0; i < s->o.n_parallel; i++) {
         zl_job *j = s->running[i];
-        if (!j || j->finish || !j->seq || j->pending < 0 || j->ring_on) continue;
+        if (!j || j->finish || !j->seq || j->pending < 0) continue;
         items[n_items] = (zl_batch_item){j->seq, &j->pending, 1};
+        vers[n_items] = NULL;
         owners[n_items++] = j;
         budget--;
+    }
+    int n_decode = n_items;
+    /* ring sequences draft after their pending token; the drafts ride in the
+     * same forward and are verified per sequence after it */
+    for (int i = 0; i < n_decode; i++) {
+        zl_job *j = owners[i];
+        if (!j->ring_on) continue;
+        int max = budget;
+        if (j->max_tokens > 0 && j->max_tokens - j->n_toks - 1 < max) max = j->max_tokens - j->n_toks - 1;
+        double t0 = zl_now_ms();
+        int nd = zl_spec_draft(j->seq, j->pending, max, &j->ver);
+        j->draft_ms = zl_now_ms() - t0;
+        items[i].ids = j->ver.ids;
+        items[i].n = j->ver.n;
+        vers[i] = &j->ver;
+        budget -= nd;
+        n_ring++;
     }
     /* then prompt chunks, oldest admission first, within the budget; anchored
      * or bounded prompts run on their own forward after the batch */
@@ -451,6 +462,7 @@ static void sched_step(zl_sched *s, zl_batch_item *items, zl_job **owners, int *
             solo_n[n_solo++] = n;
         } else {
             items[n_items] = (zl_batch_item){j->seq, j->prompt + j->n_fed, n};
+            vers[n_items] = NULL;
             owners[n_items++] = j;
         }
         budget -= n;
@@ -459,85 +471,97 @@ static void sched_step(zl_sched *s, zl_batch_item *items, zl_job **owners, int *
     if (n_items) {
         double t0 = zl_now_ms();
         zl_err err = {0};
-        int rc = zl_llm_eval_batch(llm, items, n_items, &err);
+        int rc = n_ring ? zl_spec_eval_batch(llm, items, vers, n_items, &err) : zl_llm_eval_batch(llm, items, n_items, &err);
         double t1 = zl_now_ms();
         int n_tok = 0;
         for (int i = 0; i < n_items; i++) n_tok += items[i].n;
         if (s->o.on_step) s->o.on_step(s->o.on_step_ud, n_items, n_tok, t1 - t0);
+        /* the step time measures decode speed only when no prompt chunk rode along */
+        double step_ms = n_items == n_decode ? t1 - t0 : 0;
 
-        /* sample outside the lock: only this thread touches the sequences */
+        /* sample / verify outside the lock: only this thread touches the sequences */
         zl_job_tok *outs = malloc((size_t)n_items * sizeof *outs);
-        int *has = calloc((size_t)n_items, sizeof *has);
-        for (int i = 0; !rc && outs && has && i < n_items; i++) {
+        int *n_out = calloc((size_t)n_items, sizeof *n_out);
+        int *n_acc = calloc((size_t)n_items, sizeof *n_acc);
+        int32_t (*ring_out)[ZL_JOB_RING_OUT] = n_ring ? malloc((size_t)n_items * sizeof *ring_out) : NULL;
+        int oom = !outs || !n_out || !n_acc || (n_ring && !ring_out);
+        for (int i = 0; !rc && !oom && i < n_items; i++) {
             zl_job *j = owners[i];
-            if (items[i].ids != &j->pending) {
+            if (i >= n_decode) {
                 j->n_fed += items[i].n;
                 if (j->n_fed < j->n_prompt || j->prefill_only) continue;
-                if (j->ring_on) { j->ring_ready = 1; continue; } /* its first token comes from the ring step */
-            } else {
-                job_kv_note(j, 1);
+                outs[i] = job_sample(s, j, nv);
+                n_out[i] = 1;
+                continue;
             }
-            double ts = zl_now_ms();
-            const float *lg = zl_seq_logits(j->seq);
-            zl_job_tok t = {0};
-            t.id = zl_seq_sample(j->seq);
-            if (j->n_top >= 0 && lg) job_logprobs(s, lg, nv, &t, j->n_top);
-            t.t_ms = zl_now_ms();
-            j->times.sample_ms += t.t_ms - ts;
-            outs[i] = t;
-            has[i] = 1;
+            job_kv_note(j, 1);
+            if (vers[i]) {
+                n_out[i] = job_ring_verify(j, step_ms, ring_out[i], &n_acc[i]);
+                continue;
+            }
+            outs[i] = job_sample(s, j, nv);
+            n_out[i] = 1;
         }
+        int *trim = NULL; /* per item: tokens to keep after a finish inside a ring step, 0 = none */
+        if (n_ring && !rc && !oom) trim = calloc((size_t)n_items, sizeof *trim);
         pthread_mutex_lock(&s->mu);
         for (int i = 0; i < n_items; i++) {
             zl_job *j = owners[i];
-            if (rc || !outs || !has) {
+            if (rc || oom) {
                 snprintf(j->times.error, sizeof j->times.error, "%s", rc ? err.msg : "out of memory");
                 job_finish(s, j, ZL_FINISH_ERROR);
                 continue;
             }
             job_flush(s, j);
-            if (!has[i]) {
+            if (!n_out[i]) {
                 if (j->prefill_only && j->n_fed >= j->n_prompt) job_finish(s, j, ZL_FINISH_LENGTH);
                 continue;
             }
-            if (!j->times.t_first) j->times.t_first = outs[i].t_ms;
-            job_push(j, &outs[i]);
-            j->pending = outs[i].id;
-            job_check_end(s, j, outs[i].id);
+            if (!vers[i]) {
+                if (!j->times.t_first) j->times.t_first = outs[i].t_ms;
+                job_push(j, &outs[i]);
+                j->pending = outs[i].id;
+                job_check_end(s, j, outs[i].id, 0);
+                continue;
+            }
+            /* ring: the accepted drafts (already fed), then the next token (pending) */
+            double now = zl_now_ms();
+            int acc = n_acc[i], f = 0;
+            for (; f < n_out[i] && !j->finish; f++) {
+                zl_job_tok t = {0};
+                t.id = ring_out[i][f];
+                t.t_ms = now;
+                if (!j->times.t_first) j->times.t_first = now;
+                job_push(j, &t);
+                job_check_end(s, j, t.id, f < acc ? acc - f : 0);
+            }
+            j->pending = ring_out[i][acc];
+            /* finished on an accepted draft: keep what plain decoding would have fed */
+            if (j->finish && f <= acc && trim) trim[i] = j->ver.tok0 + f;
         }
         s->steps++;
         pthread_mutex_unlock(&s->mu);
+        for (int i = 0; trim && i < n_items; i++)
+            if (trim[i]) zl_seq_truncate(owners[i]->seq, trim[i]);
+        free(trim);
         free(outs);
-        free(has);
+        free(n_out);
+        free(n_acc);
+        free(ring_out);
     }
-    /* anchored / bounded prompt chunks; a plain job whose prompt completes
-     * here samples its first token like the batch path */
+    /* anchored / bounded prompt chunks; a job whose prompt completes here
+     * samples its first token like the batch path */
     for (int k = 0; k < n_solo; k++) {
         zl_job *j = solo[k];
         if (job_prefill_solo(s, j, solo_n[k]) < 0 || j->n_fed < j->n_prompt || j->prefill_only) continue;
-        if (j->ring_on) { j->ring_ready = 1; continue; }
-        double ts = zl_now_ms();
-        const float *lg = zl_seq_logits(j->seq);
-        zl_job_tok t = {0};
-        t.id = zl_seq_sample(j->seq);
-        if (j->n_top >= 0 && lg) job_logprobs(s, lg, nv, &t, j->n_top);
-        t.t_ms = zl_now_ms();
+        zl_job_tok t = job_sample(s, j, nv);
         pthread_mutex_lock(&s->mu);
-        j->times.sample_ms += t.t_ms - ts;
         if (!j->times.t_first) j->times.t_first = t.t_ms;
         job_flush(s, j);
         job_push(j, &t);
         j->pending = t.id;
-        job_check_end(s, j, t.id);
+        job_check_end(s, j, t.id, 0);
         pthread_mutex_unlock(&s->mu);
-    }
-    /* ring sequences: one verify step each, on their own forward */
-    for (int i = 0; i < s->o.n_parallel; i++) {
-        zl_job *j = s->running[i];
-        if (!j || j->finish || !j->seq || !j->ring_on || !j->ring_ready) continue;
-        if (atomic_load(&j->cancel)) continue;
-        job_ring_advance(s, j);
-        n_work++;
     }
     if (!n_items && n_work) {
         pthread_mutex_lock(&s->mu);
@@ -563,7 +587,8 @@ static int job_arm(zl_sched *s, zl_job *j, zl_err *err) {
     if (rc) return rc;
     j->bounded = c->kv_policy != ZL_KV_POLICY_FULL;
     j->ring_on = c->spec != ZL_SPEC_OFF && j->n_top < 0 && !j->prefill_only;
-    zl_spec_opts so = {j->ring_on ? ZL_SPEC_LOOKUP : ZL_SPEC_OFF, c->ring, 0, NULL};
+    /* the server's draft model, when it has one, drafts for every ring job */
+    zl_spec_opts so = {!j->ring_on ? ZL_SPEC_OFF : s->o.draft ? ZL_SPEC_DRAFT : ZL_SPEC_LOOKUP, c->ring, 0, s->o.draft};
     if ((rc = zl_seq_set_spec(j->seq, &so, err))) return rc;
     zl_kv_stats ks;
     zl_seq_kv_stats(j->seq, &ks);
@@ -589,7 +614,8 @@ static void *sched_main(void *arg) {
     zl_job **dead = calloc((size_t)np, sizeof *dead);
     zl_job **owners = calloc((size_t)np, sizeof *owners);
     zl_batch_item *items = calloc((size_t)np, sizeof *items);
-    if (!admitted || !dead || !owners || !items) {
+    zl_verify **vers = calloc((size_t)np, sizeof *vers);
+    if (!admitted || !dead || !owners || !items || !vers) {
         fprintf(stderr, "zerolayer: engine thread: out of memory\n");
         return NULL;
     }
@@ -638,7 +664,7 @@ static void *sched_main(void *arg) {
             }
         }
         int n_need = 0;
-        sched_step(s, items, owners, &n_need);
+        sched_step(s, items, vers, owners, &n_need);
         if (n_need && s->o.debug_step_ms > 0) usleep((useconds_t)s->o.debug_step_ms * 1000);
         pthread_mutex_lock(&s->mu);
         long long used = 0, anchors = 0;
@@ -670,6 +696,7 @@ static void *sched_main(void *arg) {
     free(dead);
     free(owners);
     free(items);
+    free(vers);
     return NULL;
 }
 

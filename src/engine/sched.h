@@ -8,7 +8,9 @@
  * for every generating sequence plus prompt chunks of the sequences still
  * prefilling (bounded by step_tokens, so a long prompt never stalls the
  * streams that are already running), then samples one token for every
- * sequence whose prompt is complete.
+ * sequence whose prompt is complete.  A sequence with the verification ring
+ * on contributes its next token plus up to `ring` drafted tokens to that same
+ * forward and accepts / rolls back its drafts after it (engine/spec.h).
  *
  * Cancellation: zl_job_cancel sets a flag the engine reads at the start of
  * each step; the sequence is freed (its KV zeroed) in that step.
@@ -77,6 +79,8 @@ typedef struct zl_sched_opts {
     int step_tokens;  /* tokens per batched forward at most (decode + prefill) */
     int debug_step_ms;/* sleep this long after each step (tests only) */
     zl_job_ctl ctl;   /* controls of jobs that do not set their own (server defaults) */
+    zl_llm *draft;    /* draft model for ring jobs (NULL: n-gram lookup); vocabulary equal to llm's,
+                       * outlives the scheduler */
     /* Called by the engine thread after every forward (for metrics). */
     void (*on_step)(void *ud, int n_seqs, int n_tokens, double ms);
     void *on_step_ud;

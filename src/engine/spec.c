@@ -8,13 +8,18 @@
  * accept with probability p(d) (the drafters are deterministic, q(d) = 1) and
  * on rejection draw from p with d removed (Leviathan et al. / Chen et al.),
  * so the output distribution is exactly the target's.  Rejected positions
- * are rolled back in the KV cache and the penalty history. */
+ * are rolled back in the KV cache and the penalty history.
+ *
+ * The step is split into draft / batched verify / accept (spec.h) so the
+ * scheduler can verify many sequences' drafts inside its one batched
+ * forward; zl_seq_step chains the three for a single sequence. */
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include <time.h>
 
 #include "engine_internal.h"
+#include "spec.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -118,52 +123,115 @@ void zl_seq_spec_stats(const zl_seq *s, zl_spec_stats *st) {
     st->ring = zl_ring_budget(&s->ring);
 }
 
-int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
-    if (max_out < 1) { zl_errf(err, ZL_EINVAL, "no room for output tokens"); return -1; }
-    if (!s->has_logits && s->pending < 0) { zl_errf(err, ZL_EINVAL, "nothing evaluated yet: feed a prompt first"); return -1; }
-    int room = zl_seq_room(s);
-    if (room < 1) { zl_errf(err, ZL_ERANGE, "context of %d tokens is full", s->kv->n_ctx); return -1; }
-    double t_start = now_s();
-    int32_t buf[ZL_RING_MAX + 1];
-    buf[0] = s->pending >= 0 ? s->pending : zl_seq_sample(s);
-    s->pending = -1;
-    int k = s->spec_on ? zl_ring_budget(&s->ring) : 0, nd = 0;
-    if (k > max_out - 1) k = max_out - 1;
+int zl_seq_spec_on(const zl_seq *s) { return s->spec_on; }
+
+int zl_seq_spec_budget(const zl_seq *s) { return s->spec_on ? zl_ring_budget(&s->ring) : 0; }
+
+int zl_spec_draft(zl_seq *s, int32_t t0, int max_draft, zl_verify *v) {
+    v->ids[0] = t0;
+    v->n = 1;
+    v->hist0 = zl_sampler_n_hist(s->sampler);
+    v->tok0 = s->n_tokens;
+    if (!s->spec_on) return 0;
+    int k = zl_ring_budget(&s->ring), room = zl_seq_room(s);
+    if (k > max_draft) k = max_draft;
     if (k > room - 1) k = room - 1;
-    if (k > 0) {
-        /* history = every token so far + t0 (appended past n_tokens, not yet counted) */
-        int n = s->n_tokens;
-        if (zl_seq_reserve_tokens(s, n + 1)) { zl_errf(err, ZL_ENOMEM, "out of memory"); return -1; }
-        s->tokens[n] = buf[0];
-        nd = s->drafter->draft(s->drafter, s->tokens, n + 1, buf + 1, k);
+    if (k > ZL_RING_MAX) k = ZL_RING_MAX;
+    if (k <= 0) return 0;
+    /* history = every token so far + t0 (appended past n_tokens, not yet counted) */
+    int n = s->n_tokens;
+    if (zl_seq_reserve_tokens(s, n + 1)) return 0;
+    s->tokens[n] = t0;
+    int nd = s->drafter->draft(s->drafter, s->tokens, n + 1, v->ids + 1, k);
+    if (nd < 0) nd = 0;
+    if (nd > k) nd = k;
+    v->n = 1 + nd;
+    return nd;
+}
+
+int zl_spec_eval_batch(zl_llm *llm, const zl_batch_item *items, zl_verify *const *ver, int n_items, zl_err *err) {
+    if (n_items <= 0) return zl_errf(err, ZL_EINVAL, "empty batch");
+    const zl_model *m = llm->model;
+    int nv = m->hp.n_vocab, total = 0, rows = 0;
+    for (int i = 0; i < n_items; i++) {
+        const zl_seq *s = items[i].seq;
+        int all = ver && ver[i] && ver[i]->n > 1;
+        if (!s || s->llm != llm || items[i].n <= 0 || (all && (items[i].ids != ver[i]->ids || items[i].n != ver[i]->n
+                                                                 || !s->vlogits)))
+            return zl_errf(err, ZL_EINVAL, "batch item %d is invalid", i);
+        for (int j = 0; j < i; j++)
+            if (items[j].seq == s) return zl_errf(err, ZL_EINVAL, "sequence appears twice in one batch");
+        if (s->kv->policy.kind == ZL_KVP_FULL && s->kv->n_used + items[i].n > s->kv->n_ctx)
+            return zl_errf(err, ZL_ERANGE, "batch item %d: %d tokens do not fit: %d of the %d-token context are used",
+                           i, items[i].n, s->kv->n_used, s->kv->n_ctx);
+        for (int j = 0; j < items[i].n; j++)
+            if (items[i].ids[j] < 0 || items[i].ids[j] >= nv)
+                return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", items[i].ids[j], nv);
+        total += items[i].n;
+        rows += all ? items[i].n : 1;
     }
-    if (nd == 0) {
-        if (zl_seq_eval(s, buf, 1, 1, NULL, err)) return -1;
-        if (s->spec_on) zl_ring_update(&s->ring, 0, 0, now_s() - t_start, 1);
-        out[0] = buf[0];
-        return 1;
+    if (!llm->batch_fwd && !(llm->batch_fwd = zl_fwd_new())) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    zl_batch_tok *toks = malloc((size_t)total * sizeof *toks);
+    zl_kv **kvs = malloc((size_t)n_items * sizeof *kvs);
+    float *logits = malloc((size_t)rows * nv * sizeof *logits);
+    int rc = 0;
+    if (!toks || !kvs || !logits) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    for (int i = 0; !rc && i < n_items; i++) rc = zl_kv_make_room(items[i].seq->kv, items[i].n, err);
+    for (int i = 0, t = 0; !rc && i < n_items; i++) {
+        int all = ver && ver[i] && ver[i]->n > 1;
+        kvs[i] = items[i].seq->kv;
+        for (int j = 0; j < items[i].n; j++, t++)
+            toks[t] = (zl_batch_tok){items[i].ids[j], kvs[i]->n_used + j, i, all || j == items[i].n - 1};
     }
-    int nv = zl_llm_n_vocab(s->llm), hist0 = zl_sampler_n_hist(s->sampler), tok0 = s->n_tokens;
-    if (zl_seq_eval(s, buf, nd + 1, nd + 1, s->vlogits, err)) return -1;
-    int acc = 0;
-    int32_t next = -1;
+    if (!rc) rc = zl_forward(m, kvs, toks, total, logits, llm->batch_fwd, llm->pool, err);
+    for (int i = 0, t = 0; !rc && i < n_items; t += items[i].n, i++) zl_kv_note_written(kvs[i], toks[t].pos, items[i].n);
+    const float *row = logits;
+    for (int i = 0; !rc && i < n_items; i++) {
+        zl_seq *s = items[i].seq;
+        int all = ver && ver[i] && ver[i]->n > 1;
+        if (all) {
+            memcpy(s->vlogits, row, (size_t)items[i].n * nv * sizeof(float));
+            row += (size_t)(items[i].n - 1) * nv;
+        }
+        memcpy(s->logits, row, (size_t)nv * sizeof(float));
+        row += nv;
+        for (int j = 0; j < items[i].n; j++) zl_sampler_accept(s->sampler, items[i].ids[j]);
+        s->has_logits = 1;
+        s->pending = -1;
+        if (zl_seq_track(s, items[i].ids, items[i].n)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    }
+    free(toks);
+    free(kvs);
+    free(logits);
+    return rc;
+}
+
+int zl_spec_accept(zl_seq *s, const zl_verify *v, double seconds, int32_t *out, int32_t *next) {
+    *next = -1;
+    int nd = v->n - 1;
+    if (nd <= 0) {
+        if (s->spec_on) zl_ring_update(&s->ring, 0, 0, seconds, 1);
+        return 0;
+    }
+    int nv = zl_llm_n_vocab(s->llm), acc = 0;
+    int32_t tok = -1;
     for (int i = 1; i <= nd; i++) {
         const float *row = s->vlogits + (size_t)(i - 1) * nv;
-        zl_sampler_truncate(s->sampler, hist0 + i); /* history through buf[i-1] */
+        zl_sampler_truncate(s->sampler, v->hist0 + i); /* history through ids[i-1] */
         memcpy(s->scratch, row, (size_t)nv * sizeof(float));
         zl_sampler_probs(s->sampler, s->scratch, s->probs);
-        float p = s->probs[buf[i]];
+        float p = s->probs[v->ids[i]];
         if (p >= 1.0f || (p > 0.0f && zl_sampler_uniform(s->sampler) < p)) { acc++; continue; }
         /* rejected: draw from the target with the draft token removed */
-        s->probs[buf[i]] = 0.0f;
+        s->probs[v->ids[i]] = 0.0f;
         double z = 0;
         for (int j = 0; j < nv; j++) z += s->probs[j];
         double u = zl_sampler_uniform(s->sampler) * z, c = 0;
-        next = -1;
+        tok = -1;
         for (int j = 0; j < nv; j++) {
             if (s->probs[j] <= 0) continue;
             c += s->probs[j];
-            next = j;
+            tok = j;
             if (u < c) break;
         }
         break;
@@ -171,14 +239,32 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     int keep = 1 + acc;
     /* roll back the rejected tail: the newest nd - acc slots and tokens */
     zl_kv_truncate(s->kv, s->kv->n_used - (nd - acc));
-    s->n_tokens = tok0 + keep;
-    zl_sampler_truncate(s->sampler, hist0 + keep);
+    s->n_tokens = v->tok0 + keep;
+    zl_sampler_truncate(s->sampler, v->hist0 + keep);
     memcpy(s->logits, s->vlogits + (size_t)acc * nv, (size_t)nv * sizeof(float));
     s->has_logits = 1;
-    s->pending = acc < nd ? next : -1;
-    zl_ring_update(&s->ring, nd, acc, now_s() - t_start, keep);
-    memcpy(out, buf, (size_t)keep * sizeof *out);
-    return keep;
+    s->pending = -1;
+    zl_ring_update(&s->ring, nd, acc, seconds, keep);
+    memcpy(out, v->ids + 1, (size_t)acc * sizeof *out);
+    if (acc < nd) *next = tok;
+    return acc;
+}
+
+int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
+    if (max_out < 1) { zl_errf(err, ZL_EINVAL, "no room for output tokens"); return -1; }
+    if (!s->has_logits && s->pending < 0) { zl_errf(err, ZL_EINVAL, "nothing evaluated yet: feed a prompt first"); return -1; }
+    if (zl_seq_room(s) < 1) { zl_errf(err, ZL_ERANGE, "context of %d tokens is full", s->kv->n_ctx); return -1; }
+    double t_start = now_s();
+    int32_t t0 = s->pending >= 0 ? s->pending : zl_seq_sample(s);
+    s->pending = -1;
+    zl_verify v;
+    int nd = zl_spec_draft(s, t0, max_out - 1, &v);
+    if (zl_seq_eval(s, v.ids, v.n, v.n, nd ? s->vlogits : NULL, err)) return -1;
+    int32_t next;
+    int acc = zl_spec_accept(s, &v, now_s() - t_start, out + 1, &next);
+    out[0] = t0;
+    s->pending = next;
+    return 1 + acc;
 }
 
 int zl_llm_open_truncated(zl_llm **out, zl_llm *llm, int n_layers, zl_err *err) {

@@ -29,6 +29,9 @@ static const char *k_prompts[] = {
 };
 #define NPROMPTS (int)(sizeof k_prompts / sizeof *k_prompts)
 
+static int g_top_k; /* top-k of generate's sampler (0: off) */
+static unsigned long long g_drafted, g_accepted; /* ring statistics summed over generate's runs */
+
 static int generate(zl_llm *llm, const char *prompt, const zl_spec_opts *spec, float temp, uint64_t seed, int n,
                     int32_t *out) {
     zl_err err = {0};
@@ -37,7 +40,7 @@ static int generate(zl_llm *llm, const char *prompt, const zl_spec_opts *spec, f
     cr_assert_eq(zl_llm_tokenize(llm, prompt, strlen(prompt), 1, 0, &ids, &nid, &err), 0, "%s", err.msg);
     zl_seq_opts so = {512, ZL_KV_F16, zl_sampling_defaults()};
     so.sampling.temp = temp;
-    so.sampling.top_k = 0;
+    so.sampling.top_k = g_top_k;
     so.sampling.top_p = 1.0f;
     so.sampling.min_p = 0.0f;
     so.sampling.seed = seed;
@@ -51,6 +54,10 @@ static int generate(zl_llm *llm, const char *prompt, const zl_spec_opts *spec, f
         cr_assert_gt(k, 0, "%s", err.msg);
         got += k;
     }
+    zl_spec_stats st;
+    zl_seq_spec_stats(s, &st);
+    g_drafted += st.drafted;
+    g_accepted += st.accepted;
     free(ids);
     zl_seq_free(s);
     return got;
@@ -88,41 +95,57 @@ Test(spec, greedy_identity_draft_stories) { greedy_identity(STORIES, 2); }
 Test(spec, greedy_identity_lookup_q4_0) { greedy_identity(SYNTH("Q4_0"), 0); }
 Test(spec, greedy_identity_draft_q4_k_m) { greedy_identity(SYNTH("Q4_K_M"), 1); }
 
-/* Distribution of (token 1, token 2) at temperature 1 after a grounded prompt,
- * ring vs plain: a two-sample chi-square test over the joint outcomes. */
+/* Two-sample chi-square of token counts a vs b (n_vocab bins; rare bins
+ * pooled); asserts at p = 0.001. */
+static void chi_square(const int *a, const int *b, int nv, const char *what) {
+    double chi = 0;
+    int df = -1, oa = 0, ob = 0;
+    for (int t = 0; t < nv; t++) {
+        if (a[t] + b[t] < 10) { oa += a[t]; ob += b[t]; continue; }
+        chi += (double)(a[t] - b[t]) * (a[t] - b[t]) / (a[t] + b[t]);
+        df++;
+    }
+    if (oa + ob >= 10) { chi += (double)(oa - ob) * (oa - ob) / (oa + ob); df++; }
+    /* p = 0.001 critical value, approximated for df up to ~60 */
+    double crit = df + 3.1 * sqrt(2.0 * df) + 6;
+    fprintf(stderr, "%s ring vs plain: chi2 = %.1f, df = %d (critical %.1f)\n", what, chi, df, crit);
+    cr_assert_gt(df, 1, "%s: the test needs a spread of outcomes", what);
+    cr_assert_lt(chi, crit, "%s: chi2 %.1f >= %.1f (df %d): the ring changed the distribution", what, chi, crit, df);
+}
+
+/* Distribution of the 4th and 5th tokens at temperature 1 (top-k 5) after a
+ * grounded prompt, ring vs plain.  The ring decodes its first two steps
+ * plainly (the baseline it must beat), so the third step -- emitting tokens
+ * 3.. -- is the first verification; tokens 4 and 5 are drafts accepted by
+ * rejection sampling or drawn from the residual distribution. */
 Test(spec, sampling_distribution_preserved) {
     zl_err err = {0};
     zl_llm_opts lo = {1, 0, 0, 0, -1};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
     const char *prompt = "Tom had a red ball. Tom had a red ball. Tom had a";
-    enum { RUNS = 1000, K = 2 };
-    /* outcome = first K tokens hashed into buckets of the plain run's frequent outcomes */
+    enum { RUNS = 1000, K = 5 };
     static int32_t plain[RUNS][K], ring[RUNS][K];
     zl_spec_opts off = {ZL_SPEC_OFF, 0, 0, NULL}, on = {ZL_SPEC_LOOKUP, 4, 16, NULL};
+    g_top_k = 5;
+    g_drafted = g_accepted = 0;
     for (int r = 0; r < RUNS; r++) {
         generate(llm, prompt, &off, 1.0f, 1000 + r, K, plain[r]);
         generate(llm, prompt, &on, 1.0f, 500000 + r, K, ring[r]);
     }
-    /* bucket by the first token, and by (first, second) for the top outcomes */
+    g_top_k = 0;
+    fprintf(stderr, "sampling: ring drafted %llu accepted %llu\n", g_drafted, g_accepted);
+    cr_assert_gt(g_drafted, RUNS / 4, "the ring must have drafted in many runs");
     int nv = zl_llm_n_vocab(llm);
-    int *ca = calloc((size_t)nv, sizeof *ca), *cb = calloc((size_t)nv, sizeof *cb);
-    for (int r = 0; r < RUNS; r++) { ca[plain[r][1]]++; cb[ring[r][1]]++; }
-    double chi = 0;
-    int df = -1, other_a = 0, other_b = 0;
-    for (int t = 0; t < nv; t++) {
-        if (ca[t] + cb[t] < 10) { other_a += ca[t]; other_b += cb[t]; continue; }
-        chi += (double)(ca[t] - cb[t]) * (ca[t] - cb[t]) / (ca[t] + cb[t]);
-        df++;
+    for (int p = 3; p < K; p++) {
+        int *ca = calloc((size_t)nv, sizeof *ca), *cb = calloc((size_t)nv, sizeof *cb);
+        for (int r = 0; r < RUNS; r++) { ca[plain[r][p]]++; cb[ring[r][p]]++; }
+        char what[64];
+        snprintf(what, sizeof what, "token %d", p + 1);
+        chi_square(ca, cb, nv, what);
+        free(ca);
+        free(cb);
     }
-    if (other_a + other_b >= 10) { chi += (double)(other_a - other_b) * (other_a - other_b) / (other_a + other_b); df++; }
-    fprintf(stderr, "second-token distribution ring vs plain: chi2 = %.1f, df = %d\n", chi, df);
-    cr_assert_gt(df, 1, "the test needs a spread of outcomes");
-    /* p = 0.001 critical value, approximated for df up to ~60 */
-    double crit = df + 3.1 * sqrt(2.0 * df) + 6;
-    cr_assert_lt(chi, crit, "chi2 %.1f >= %.1f (df %d): the ring changed the distribution", chi, crit, df);
-    free(ca);
-    free(cb);
     zl_llm_close(llm);
 }
 
@@ -181,5 +204,201 @@ Test(spec, ring_bounds_and_compatible_draft) {
     cr_assert(strstr(err.msg, "ring size"), "%s", err.msg);
     zl_seq_free(s);
     zl_llm_close(other);
+    zl_llm_close(llm);
+}
+
+/* ---- the ring inside continuous batching (engine/sched.c) ----
+ * Ring sequences put their next token + drafts into the one batched forward
+ * of each engine step, next to plain sequences and prompt chunks, and accept
+ * or roll back after it.  Greedy: every job's tokens and finish reason equal
+ * plain decoding, whatever rides along in the batch. */
+#include "engine/sched.h"
+
+enum { SJ_MAX = 24, SJ_TOK = 512 };
+typedef struct {
+    int32_t tok[SJ_TOK];
+    int n;
+    zl_finish fin;
+    zl_job_times times;
+} sj_out;
+
+typedef struct {
+    const char *prompt;
+    int ring_on, ring, max_tokens;
+    float temp;
+    uint64_t seed;
+    int top_k; /* 0: off */
+} sj_in;
+
+/* Run every job of in[] at once through one scheduler; wait for all. */
+static void sched_run(zl_llm *llm, zl_llm *draft, const sj_in *in, int n, int n_ctx, int step_tokens, sj_out *out) {
+    zl_err err = {0};
+    zl_sched_opts so = {.n_parallel = n, .max_queue = SJ_MAX, .n_ctx = n_ctx, .step_tokens = step_tokens,
+                        .draft = draft};
+    zl_sched *s;
+    cr_assert_eq(zl_sched_new(&s, llm, &so, &err), 0, "%s", err.msg);
+    zl_job *jobs[SJ_MAX];
+    cr_assert_leq(n, SJ_MAX);
+    for (int i = 0; i < n; i++) {
+        int32_t *ids;
+        size_t nid;
+        cr_assert_eq(zl_llm_tokenize(llm, in[i].prompt, strlen(in[i].prompt), 1, 0, &ids, &nid, &err), 0);
+        zl_sampling sp = zl_sampling_defaults();
+        sp.temp = in[i].temp;
+        sp.top_k = in[i].top_k;
+        sp.top_p = 1.0f;
+        sp.min_p = 0.0f;
+        sp.seed = in[i].seed;
+        jobs[i] = zl_job_new(ids, (int)nid, &sp, in[i].max_tokens, -1);
+        free(ids);
+        cr_assert_not_null(jobs[i]);
+        zl_job_ctl c = {0};
+        c.spec = in[i].ring_on ? ZL_SPEC_LOOKUP : ZL_SPEC_OFF;
+        c.ring = in[i].ring;
+        zl_job_set_ctl(jobs[i], &c);
+        cr_assert_eq(zl_sched_submit(s, jobs[i]), 0);
+    }
+    for (int i = 0; i < n; i++) {
+        out[i].n = 0;
+        for (;;) {
+            zl_job_tok t[64];
+            zl_finish f;
+            int k = zl_job_read(s, jobs[i], out[i].n, t, 64, &f);
+            for (int x = 0; x < k; x++) {
+                cr_assert_lt(out[i].n, SJ_TOK);
+                out[i].tok[out[i].n++] = t[x].id;
+            }
+            if (f != ZL_FINISH_NONE) { out[i].fin = f; break; }
+            if (!k) zl_sched_wait(s, 50);
+        }
+        zl_job_get_times(s, jobs[i], &out[i].times);
+        zl_job_release(jobs[i]);
+    }
+    zl_sched_free(s);
+}
+
+static const char *k_grounded[] = {
+    "Tom had a big red ball. Tom had a big red ball. Tom had a big red ball. Tom",
+    "Sue saw a cat. The cat saw Sue. Sue saw a dog. The dog saw Sue. Sue saw a",
+    "Once upon a time, there was a little girl named Lily. She loved to play with her toys. One day, Lily",
+    "The dog said, \"I am hungry.\" The cat said, \"I am hungry too.\" The dog said, \"I am",
+};
+
+static void sched_greedy_identity(zl_llm *llm, zl_llm *draft, int n_ctx, int max_tokens, int step_tokens) {
+    enum { NJ = 12 };
+    static sj_in in[NJ];
+    static sj_out plain[NJ], mixed[NJ], all[NJ];
+    int rings[] = {1, 5, 16, 3};
+    for (int i = 0; i < NJ; i++) {
+        const char *p = i < NPROMPTS ? k_prompts[i] : k_grounded[i - NPROMPTS];
+        in[i] = (sj_in){p, 0, rings[i % 4], max_tokens, 0, 0, 0};
+    }
+    sched_run(llm, NULL, in, NJ, n_ctx, step_tokens, plain);
+    /* half the jobs with the ring, next to plain ones, then all of them */
+    for (int i = 0; i < NJ; i++) in[i].ring_on = i % 2;
+    sched_run(llm, draft, in, NJ, n_ctx, step_tokens, mixed);
+    for (int i = 0; i < NJ; i++) in[i].ring_on = 1;
+    sched_run(llm, draft, in, NJ, n_ctx, step_tokens, all);
+    unsigned long long dr = 0, ac = 0;
+    for (int i = 0; i < NJ; i++) {
+        const sj_out *v[2] = {&mixed[i], &all[i]};
+        for (int m = 0; m < 2; m++) {
+            cr_assert_eq(v[m]->fin, plain[i].fin, "job %d (%s): finish %d vs plain %d", i, m ? "all ring" : "mixed",
+                         v[m]->fin, plain[i].fin);
+            cr_assert_eq(v[m]->n, plain[i].n, "job %d (%s): %d tokens vs plain %d", i, m ? "all ring" : "mixed", v[m]->n,
+                         plain[i].n);
+            for (int t = 0; t < plain[i].n; t++)
+                cr_assert_eq(v[m]->tok[t], plain[i].tok[t], "job %d (%s): token %d differs", i,
+                             m ? "all ring" : "mixed", t);
+        }
+        cr_assert_eq(all[i].times.ring_on, 1);
+        cr_assert_eq(plain[i].times.ring_on, 0);
+        dr += all[i].times.ring_drafted;
+        ac += all[i].times.ring_accepted;
+    }
+    fprintf(stderr, "sched ring (ctx %d, max %d, %s): drafted %llu accepted %llu\n", n_ctx, max_tokens,
+            draft ? "draft model" : "lookup", dr, ac);
+    cr_assert_gt(dr, 0);
+    cr_assert_gt(ac, 0);
+}
+
+Test(spec_sched, greedy_identity_in_batch_lookup) {
+    zl_err err = {0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1};
+    zl_llm *llm;
+    cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
+    sched_greedy_identity(llm, NULL, 512, 100, 64);  /* length-limited; prompt chunks share steps */
+    sched_greedy_identity(llm, NULL, 96, 0, 256);    /* until the context is full: finish = context */
+    sched_greedy_identity(llm, NULL, 512, 7, 20);    /* tiny step budget: drafts clipped by it */
+    zl_llm_close(llm);
+}
+
+Test(spec_sched, greedy_identity_in_batch_draft_model) {
+    zl_err err = {0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1};
+    zl_llm *llm, *draft;
+    cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_llm_open_truncated(&draft, llm, 2, &err), 0, "%s", err.msg);
+    sched_greedy_identity(llm, draft, 512, 60, 64);
+    zl_llm_close(draft);
+    zl_llm_close(llm);
+}
+
+Test(spec_sched, greedy_identity_in_batch_q4_0) {
+    zl_err err = {0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1};
+    zl_llm *llm;
+    cr_assert_eq(zl_llm_open(&llm, SYNTH("Q4_0"), &lo, &err), 0, "%s", err.msg);
+    sched_greedy_identity(llm, NULL, 256, 40, 64);
+    zl_llm_close(llm);
+}
+
+/* Sampling inside the batch keeps rejection sampling: the distributions of
+ * the 4th and 5th generated tokens (emitted by the ring's first verify step:
+ * the ring times two plain steps first) match plain decoding at temperature 1. */
+
+
+
+
+
+
+
+
+Test(spec_sched, sampling_distribution_in_batch) {
+    zl_err err = {0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1};
+    zl_llm *llm;
+    cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
+    const char *prompt = "Tom had a red ball. Tom had a red ball. Tom had a";
+    enum { RUNS = 960, B = 16 };
+    int nv = zl_llm_n_vocab(llm);
+    int *cnt[2][2];
+    for (int m = 0; m < 2; m++)
+        for (int p = 0; p < 2; p++) cnt[m][p] = calloc((size_t)nv, sizeof(int));
+    unsigned long long dr = 0, ac = 0;
+    for (int m = 0; m < 2; m++) {
+        for (int r = 0; r < RUNS; r += B) {
+            sj_in in[B];
+            static sj_out out[B];
+            for (int i = 0; i < B; i++) in[i] = (sj_in){prompt, m, 4, 5, 1.0f, (uint64_t)(m * 1000003 + r + i + 1), 5};
+            sched_run(llm, NULL, in, B, 256, 256, out);
+            for (int i = 0; i < B; i++) {
+                cr_assert_eq(out[i].n, 5);
+                cnt[m][0][out[i].tok[3]]++;
+                cnt[m][1][out[i].tok[4]]++;
+                dr += out[i].times.ring_drafted;
+                ac += out[i].times.ring_accepted;
+            }
+        }
+    }
+    fprintf(stderr, "sched sampling: ring drafted %llu accepted %llu\n", dr, ac);
+    cr_assert_gt(dr, RUNS / 4, "the ring must have drafted in many runs");
+    for (int p = 0; p < 2; p++) {
+        char what[64];
+        snprintf(what, sizeof what, "in batch, token %d", p + 4);
+        chi_square(cnt[0][p], cnt[1][p], nv, what);
+    }
+    for (int m = 0; m < 2; m++)
+        for (int p = 0; p < 2; p++) free(cnt[m][p]);
     zl_llm_close(llm);
 }

@@ -31,8 +31,12 @@ static void serve_usage(FILE *f) {
           "  --session-secret-file F HMAC key for session tokens (default: random per start)\n"
           "  --compute PRESET        default controls: exact (full KV, ring off), balanced (full KV + lookup\n"
           "                          ring 5), aggressive (anchor KV at 25% of the context + lookup ring)\n"
-          "  --spec lookup|off       default verification ring (lossless speculative decoding; default off)\n"
+          "  --spec lookup|draft|off default verification ring (lossless speculative decoding; default off);\n"
+          "                          draft: on, drafted by --draft-model / --draft-layers\n"
           "  --ring N                initial drafted tokens per verify step, 1..16 (default 5; adaptive)\n"
+          "  --draft-model FILE      draft model for the ring (its vocabulary must equal the model's); every\n"
+          "                          request with the ring on drafts with it instead of n-gram lookup\n"
+          "  --draft-layers N        draft with the model's own first N layers (self-speculation)\n"
           "  --kv-policy P           default KV policy: full (default) | window | anchor\n"
           "  --kv-budget B           tokens kept under a bounded policy: a count, or a fraction of --ctx (0.25)\n"
           "                          (requests override all of these: X-Zerolayer-* headers, body \"zerolayer\")\n"
@@ -47,8 +51,8 @@ int cmd_serve(int argc, char **argv) {
     o.sched.n_parallel = 8;
     o.sched.max_queue = 64;
     o.sched.step_tokens = 256;
-    const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL;
-    int n_ctx = 0, threads = 0, ring = 0;
+    const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL, *draft_model = NULL;
+    int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0;
     const char **keys = calloc((size_t)argc, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
     for (int i = 1; i < argc; i++) {
@@ -71,6 +75,7 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("--threads", 1, 1024, threads)
         NEXT_INT("--debug-step-ms", 0, 10000, o.sched.debug_step_ms)
         NEXT_INT("--ring", 1, 16, ring)
+        NEXT_INT("--draft-layers", 1, 100000, draft_layers)
 #undef NEXT_INT
         if (!strcmp(a, "--session-ttl") || !strcmp(a, "--prefill-idle")) {
             char *end = NULL;
@@ -108,7 +113,8 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") ||
-                   !strcmp(a, "--chat-template") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file"))) {
+                   !strcmp(a, "--chat-template") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") ||
+                   !strcmp(a, "--draft-model"))) {
             free(keys);
             return cli_fail("%s needs a value", a);
         }
@@ -118,6 +124,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--chat-template")) o.chat_template = argv[++i];
         else if (!strcmp(a, "--model-id")) o.model_id = argv[++i];
         else if (!strcmp(a, "--session-secret-file")) o.session_secret_file = argv[++i];
+        else if (!strcmp(a, "--draft-model")) draft_model = argv[++i];
         else {
             serve_usage(stderr);
             free(keys);
@@ -132,8 +139,18 @@ int cmd_serve(int argc, char **argv) {
     }
     if (spec) {
         if (!strcmp(spec, "lookup")) ctl->spec = ZL_SPEC_LOOKUP;
+        else if (!strcmp(spec, "draft")) ctl->spec = ZL_SPEC_DRAFT;
         else if (!strcmp(spec, "off")) ctl->spec = ZL_SPEC_OFF;
-        else { free(keys); return cli_fail("--spec must be lookup or off for serve (got '%s')", spec); }
+        else { free(keys); return cli_fail("--spec must be lookup, draft or off (got '%s')", spec); }
+    }
+    if (draft_model && draft_layers) { free(keys); return cli_fail("--draft-model and --draft-layers exclude each other"); }
+    if (spec && !strcmp(spec, "draft") && !draft_model && !draft_layers) {
+        free(keys);
+        return cli_fail("--spec draft needs --draft-model FILE or --draft-layers N");
+    }
+    if (spec && !strcmp(spec, "lookup") && (draft_model || draft_layers)) {
+        free(keys);
+        return cli_fail("--spec lookup drafts by n-gram lookup: drop --draft-model/--draft-layers, or use --spec draft");
     }
     if (ring) ctl->ring = ring;
     if (kv_policy && cli_kv_policy(kv_policy, &ctl->kv_policy)) { free(keys); return 1; }
@@ -157,7 +174,31 @@ int cmd_serve(int argc, char **argv) {
         return cli_fail("--kv-budget: %d tokens of the %d-token context is below the %d a bounded policy needs",
                         zl_job_ctl_budget(ctl, o.sched.n_ctx), o.sched.n_ctx, ZL_KV_BUDGET_MIN);
     }
+    zl_llm *draft = NULL;
+    if (draft_model || draft_layers) {
+        int drc = draft_model ? zl_llm_open(&draft, draft_model, &lo, &err)
+                              : zl_llm_open_truncated(&draft, llm, draft_layers, &err), opened = !drc;
+        if (!drc) {
+            /* the vocabulary check of zl_seq_set_spec, once at start: a clear error now, not per request */
+            zl_seq *probe = NULL;
+            zl_seq_opts so = {16, ZL_KV_F16, zl_sampling_defaults()};
+            zl_spec_opts sp = {ZL_SPEC_DRAFT, 1, 1, draft};
+            drc = zl_seq_new(&probe, llm, &so, &err);
+            if (!drc) drc = zl_seq_set_spec(probe, &sp, &err);
+            zl_seq_free(probe);
+        }
+        if (drc) {
+            zl_llm_close(draft);
+            zl_llm_close(llm);
+            free(keys);
+            if (!draft_model) return cli_fail("--draft-layers: %s", err.msg);
+            return opened ? cli_fail("--draft-model %s: %s", draft_model, err.msg) : cli_fail("--draft-model: %s", err.msg);
+        }
+        o.sched.draft = draft;
+        fprintf(stderr, "zerolayer: ring drafts with %s\n", zl_llm_desc(draft));
+    }
     int rc = zl_server_run(llm, &o, &err);
+    zl_llm_close(draft); /* before llm: a truncated draft borrows its weights */
     zl_llm_close(llm);
     free(keys);
     if (rc) return cli_fail("%s", err.msg);

@@ -2,7 +2,11 @@
 // `zerolayer serve`: X-Zerolayer-Validation/Ring/KV-Policy/KV-Budget/Compute
 // headers and the body object "zerolayer", through the OpenAI and Anthropic
 // SDKs and raw fetch.  usage: node controls.mjs ZEROLAYER_BINARY [MODEL]
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
@@ -11,6 +15,7 @@ const BIN = process.argv[2];
 const MODEL = process.argv[3];
 if (!BIN) { console.error('usage: node controls.mjs ZEROLAYER_BINARY [MODEL]'); process.exit(2); }
 const CTX = 256;
+const FIXTURES = fileURLToPath(new URL('../fixtures/', import.meta.url));
 
 const servers = [];
 async function startServer(args) {
@@ -250,6 +255,95 @@ await check('server flags set the defaults; headers override them', async () => 
   const y = await post(s2.url, '/v1/completions', { model: 'm', prompt: PROMPTS[1], max_tokens: 30, temperature: 0 }, { 'X-Zerolayer-Compute': 'exact', 'X-Zerolayer-Validation': 'on' });
   assert.equal(y.json.timings.ring, true);
   assert.equal(y.json.timings.kv_policy, 'full');
+});
+
+async function histo(url, name) {
+  const text = await (await fetch(url + '/metrics')).text();
+  const one = text.match(new RegExp('^' + name + '_bucket\\{le="1"\\} ([0-9.e+-]+)$', 'm'));
+  const count = text.match(new RegExp('^' + name + '_count ([0-9.e+-]+)$', 'm'));
+  return { le1: one ? Number(one[1]) : NaN, count: count ? Number(count[1]) : NaN };
+}
+
+// Streams one completion through the OpenAI SDK; returns its text and token count.
+async function streamed(client, body, headers) {
+  const stream = await client.completions.create({ ...body, stream: true, stream_options: { include_usage: true } }, { headers });
+  let text = '', tokens = -1, finish = null;
+  for await (const c of stream) {
+    if (c.choices?.[0]) { text += c.choices[0].text || ''; finish = c.choices[0].finish_reason || finish; }
+    if (c.usage) tokens = c.usage.completion_tokens;
+  }
+  return { text, tokens, finish };
+}
+
+const STREAM_PROMPTS = [
+  ...PROMPTS,
+  'Lily and Ben went to the park. Lily and Ben went to the park. Lily and Ben',
+  'One day, a little bird flew to a big tree. The little bird',
+  'She said hello. She said hello. She said hello. She said',
+  'Once upon a time',
+];
+
+await check('concurrent greedy streams inside one batch: validation on gives exactly the tokens of validation off', async () => {
+  // a slow step makes the eight streams share every forward
+  const s3 = await startServer(['--parallel', '8', '--debug-step-ms', '3']);
+  const client = new OpenAI({ baseURL: s3.url + '/v1', apiKey: 'none', maxRetries: 0 });
+  const body = (prompt) => ({ model: 'm', prompt, max_tokens: 64, temperature: 0 });
+  const ref = await Promise.all(STREAM_PROMPTS.map((p) => streamed(client, body(p), { 'X-Zerolayer-Validation': 'off' })));
+  const d0 = await metric(s3.url, 'zerolayer_ring_drafted_tokens_total');
+  const a0 = await metric(s3.url, 'zerolayer_ring_accepted_tokens_total');
+  const h0 = await histo(s3.url, 'zerolayer_batch_size');
+  for (const ring of ['2', '5', '16']) {
+    const on = await Promise.all(STREAM_PROMPTS.map((p) => streamed(client, body(p), { 'X-Zerolayer-Validation': 'on', 'X-Zerolayer-Ring': ring })));
+    on.forEach((r, i) => {
+      assert.equal(r.text, ref[i].text, `ring ${ring}, prompt ${i}`);
+      assert.equal(r.tokens, ref[i].tokens, `ring ${ring}, prompt ${i}: token count`);
+      assert.equal(r.finish, ref[i].finish, `ring ${ring}, prompt ${i}: finish_reason`);
+    });
+  }
+  // ring and plain streams mixed in the same batches
+  const mixed = await Promise.all(STREAM_PROMPTS.map((p, i) => streamed(client, body(p), { 'X-Zerolayer-Validation': i % 2 ? 'on' : 'off' })));
+  mixed.forEach((r, i) => assert.equal(r.text, ref[i].text, `mixed, prompt ${i}`));
+  const h1 = await histo(s3.url, 'zerolayer_batch_size');
+  const d1 = await metric(s3.url, 'zerolayer_ring_drafted_tokens_total');
+  const a1 = await metric(s3.url, 'zerolayer_ring_accepted_tokens_total');
+  assert.ok(h1.count - h0.count > h1.le1 - h0.le1, `no step batched two or more sequences: ${JSON.stringify([h0, h1])}`);
+  assert.ok(d1 > d0 && a1 > a0, `ring counters: drafted ${d0} -> ${d1}, accepted ${a0} -> ${a1}`);
+});
+
+await check('serve --draft-model: same text as plain decoding, drafts counted; a foreign vocabulary is refused at start', async () => {
+  const s4 = await startServer(['--parallel', '4', '--spec', 'draft', '--draft-model', join(FIXTURES, 'models/stories260K-F16.gguf')]);
+  assert.match(s4.log(), /ring drafts with/);
+  let drafted = 0, accepted = 0;
+  const jobs = PROMPTS.map(async (prompt) => {
+    const base = { model: 'm', prompt, max_tokens: 60, temperature: 0 };
+    const off = await post(s4.url, '/v1/completions', base, { 'X-Zerolayer-Validation': 'off' });
+    const on = await post(s4.url, '/v1/completions', base);
+    assert.equal(on.status, 200, JSON.stringify(on.json));
+    assert.equal(on.json.timings.ring, true);
+    assert.equal(off.json.timings.ring, false);
+    assert.equal(on.json.choices[0].text, off.json.choices[0].text, prompt);
+    assert.equal(on.json.usage.completion_tokens, off.json.usage.completion_tokens);
+    drafted += on.json.timings.ring_drafted_tokens;
+    accepted += on.json.timings.ring_accepted_tokens;
+  });
+  await Promise.all(jobs);
+  // the F16 copy of the model agrees with it almost always
+  assert.ok(drafted > 0 && accepted / drafted > 0.6, `drafted ${drafted} accepted ${accepted}`);
+  const dir = mkdtempSync(join(tmpdir(), 'zl-draft-'));
+  try {
+    const foreign = join(dir, 'gpt2-vocab.gguf');
+    const syn = spawnSync(BIN, ['synth', '--vocab-from', join(FIXTURES, 'tokenizer/ggml-vocab-gpt-2.gguf'), '--dim', '64', '--ffn', '128',
+      '--layers', '1', '--heads', '2', '-o', foreign, '-t', '1'], { encoding: 'utf8' });
+    assert.equal(syn.status, 0, syn.stderr);
+    const bad = spawnSync(BIN, ['serve', '--port', '0', '-t', '1', ...(MODEL ? ['-m', MODEL] : []), '--draft-model', foreign], { encoding: 'utf8', timeout: 30000 });
+    assert.equal(bad.status, 1, bad.stderr);
+    assert.match(bad.stderr, /^zerolayer: --draft-model .*gpt2-vocab\.gguf: draft model vocabulary has 50257 tokens, the target's has 512\n$/);
+    const flags = spawnSync(BIN, ['serve', '--port', '0', '-t', '1', '--spec', 'draft'], { encoding: 'utf8', timeout: 30000 });
+    assert.equal(flags.status, 1);
+    assert.match(flags.stderr, /--spec draft needs --draft-model FILE or --draft-layers N/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 for (const s of servers) s.proc.kill('SIGTERM');

@@ -7,7 +7,7 @@
 #define PAY_RATIO 0.95
 #define COOLDOWN 16     /* first cool-down; doubles after each consecutive failed probe */
 #define COOLDOWN_MAX 512
-#define MIN_RING_STEPS 2
+#define MIN_RING_STEPS 2 /* ring steps before the first judgement; a probe after a cool-down is judged at once */
 
 void zl_ring_init(zl_ring *r, int size, int max) {
     memset(r, 0, sizeof *r);
@@ -39,14 +39,16 @@ void zl_ring_update(zl_ring *r, int drafted, int accepted, double seconds, int e
     if (accepted == drafted) r->size = r->size < r->max ? r->size + 1 : r->max;
     else r->size = accepted + 1 < r->max ? accepted + 1 : r->max;
     /* judge only on measured rates: untimed steps (seconds <= 0) leave the EMAs alone */
-    if (r->rate_plain > 0 && r->rate_ring > 0 && r->ring_steps >= MIN_RING_STEPS) {
+    if (r->rate_plain > 0 && r->rate_ring > 0 && r->ring_steps >= (r->backoff ? 1 : MIN_RING_STEPS)) {
         if (r->rate_ring < PAY_RATIO * r->rate_plain) {
             r->backoff = r->backoff ? (r->backoff * 2 < COOLDOWN_MAX ? r->backoff * 2 : COOLDOWN_MAX) : COOLDOWN;
             r->cooldown = r->backoff;
             r->ring_steps = 0;
             r->rate_ring = 0;
-        } else {
-            r->backoff = 0; /* drafting pays: the next failure starts a short cool-down again */
+        } else if (r->rate_ring >= r->rate_plain) {
+            /* drafting clearly pays: the next failure starts a short cool-down again (between 95% and
+             * 100% of plain the ring keeps going, but one noisy step does not forget the back-off) */
+            r->backoff = 0;
         }
     }
 }

@@ -89,7 +89,7 @@ int zl_seq_set_spec(zl_seq *s, const zl_spec_opts *o, zl_err *err) {
     if (!s->probs) s->probs = malloc((size_t)nv * sizeof(float));
     if (!s->vlogits || !s->probs) return zl_errf(err, ZL_ENOMEM, "out of memory");
     if (o->mode == ZL_SPEC_LOOKUP) {
-        s->drafter = zl_drafter_lookup_new(1, 4);
+        s->drafter = zl_drafter_lookup_new(2, 4); /* a lone matching token predicts too little to pay */
     } else if (o->mode == ZL_SPEC_DRAFT) {
         if (!o->draft) return zl_errf(err, ZL_EINVAL, "draft speculation needs a draft model");
         int rc = vocab_compatible(s->llm, o->draft, err);

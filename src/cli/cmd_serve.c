@@ -4,9 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/spec.h"
 #include "../server/server.h"
 #include "cli.h"
 #include "zerolayer.h"
+
+#define ZL_RING_COST_MAX (ZL_RING_MAX + 1) /* forwards over 1 .. 17 tokens */
 
 static void serve_usage(FILE *f) {
     fputs("usage: zerolayer serve [-m MODEL] [options]\n"
@@ -37,6 +40,9 @@ static void serve_usage(FILE *f) {
           "  --draft-model FILE      draft model for the ring (its vocabulary must equal the model's); every\n"
           "                          request with the ring on drafts with it instead of n-gram lookup\n"
           "  --draft-layers N        draft with the model's own first N layers (self-speculation)\n"
+          "  --ring-cost C1,C2,..|measure  verify-cost curve: time of a forward over 1, 2, .. tokens relative\n"
+          "                          to one (C1 = 1); 'measure' times it at start.  The ring then drafts the\n"
+          "                          length with the most expected tokens per unit of cost (default: none)\n"
           "  --kv-policy P           default KV policy: full (default) | window | anchor\n"
           "  --kv-budget B           tokens kept under a bounded policy: a count, or a fraction of --ctx (0.25)\n"
           "                          (requests override all of these: X-Zerolayer-* headers, body \"zerolayer\")\n"
@@ -51,7 +57,9 @@ int cmd_serve(int argc, char **argv) {
     o.sched.n_parallel = 8;
     o.sched.max_queue = 64;
     o.sched.step_tokens = 256;
-    const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL, *draft_model = NULL;
+    const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL, *draft_model = NULL,
+               *ring_cost = NULL;
+    float cost[ZL_RING_COST_MAX];
     int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0;
     const char **keys = calloc((size_t)argc, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
@@ -100,6 +108,30 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "--max-body")) {
             if (cli_int(a, v, 64, 1L << 34, &x)) { free(keys); return 1; }
             o.max_body = (size_t)x;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--ring-cost")) {
+            if (!v) { free(keys); return cli_fail("--ring-cost needs a value"); }
+            ring_cost = v;
+            if (strcmp(v, "measure")) {
+                int n = 0;
+                const char *p = v;
+                for (;;) {
+                    char *end = NULL;
+                    double c = strtod(p, &end);
+                    if (end == p || !(c > 0 && c < 1000) || n == ZL_RING_COST_MAX) {
+                        free(keys);
+                        return cli_fail("--ring-cost: expected 'measure' or up to %d positive numbers separated by commas, "
+                                        "got '%s'", ZL_RING_COST_MAX, v);
+                    }
+                    cost[n++] = (float)c;
+                    if (!*end) break;
+                    if (*end != ',') { free(keys); return cli_fail("--ring-cost: expected numbers separated by commas, got '%s'", v); }
+                    p = end + 1;
+                }
+                o.sched.n_ring_cost = n;
+            }
             i++;
             continue;
         }
@@ -196,6 +228,22 @@ int cmd_serve(int argc, char **argv) {
         }
         o.sched.draft = draft;
         fprintf(stderr, "zerolayer: ring drafts with %s\n", zl_llm_desc(draft));
+    }
+    if (ring_cost && !strcmp(ring_cost, "measure")) {
+        int depth = o.sched.n_ctx / 2 < 128 ? o.sched.n_ctx / 2 : 128;
+        if (zl_llm_verify_cost(llm, depth > 0 ? depth : 1, ZL_RING_COST_MAX, 3, cost, &err)) {
+            zl_llm_close(draft);
+            zl_llm_close(llm);
+            free(keys);
+            return cli_fail("--ring-cost measure: %s", err.msg);
+        }
+        o.sched.n_ring_cost = ZL_RING_COST_MAX;
+    }
+    if (o.sched.n_ring_cost) {
+        o.sched.ring_cost = cost;
+        fprintf(stderr, "zerolayer: ring verify cost (forward over 1, 2, .. tokens / 1):");
+        for (int k = 0; k < o.sched.n_ring_cost; k++) fprintf(stderr, " %.2f", cost[k]);
+        fputc('\n', stderr);
     }
     int rc = zl_server_run(llm, &o, &err);
     zl_llm_close(draft); /* before llm: a truncated draft borrows its weights */

@@ -590,6 +590,7 @@ static int job_arm(zl_sched *s, zl_job *j, zl_err *err) {
     /* the server's draft model, when it has one, drafts for every ring job */
     zl_spec_opts so = {!j->ring_on ? ZL_SPEC_OFF : s->o.draft ? ZL_SPEC_DRAFT : ZL_SPEC_LOOKUP, c->ring, 0, s->o.draft};
     if ((rc = zl_seq_set_spec(j->seq, &so, err))) return rc;
+    if (j->ring_on && s->o.ring_cost && s->o.n_ring_cost > 0) zl_seq_set_ring_cost(j->seq, s->o.ring_cost, s->o.n_ring_cost);
     zl_kv_stats ks;
     zl_seq_kv_stats(j->seq, &ks);
     j->seen_evicted = ks.evicted;

@@ -81,6 +81,8 @@ typedef struct zl_sched_opts {
     zl_job_ctl ctl;   /* controls of jobs that do not set their own (server defaults) */
     zl_llm *draft;    /* draft model for ring jobs (NULL: n-gram lookup); vocabulary equal to llm's,
                        * outlives the scheduler */
+    const float *ring_cost; /* verify-cost curve for ring jobs (engine/spec.h zl_seq_set_ring_cost; NULL: none): */
+    int n_ring_cost;        /* ring_cost[i] = forward over i + 1 tokens / over one; outlives the scheduler */
     /* Called by the engine thread after every forward (for metrics). */
     void (*on_step)(void *ud, int n_seqs, int n_tokens, double ms);
     void *on_step_ud;

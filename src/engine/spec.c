@@ -250,6 +250,42 @@ int zl_spec_accept(zl_seq *s, const zl_verify *v, double seconds, int32_t *out, 
     return acc;
 }
 
+void zl_seq_set_ring_cost(zl_seq *s, const float *cost, int n) {
+    if (s->spec_on) zl_ring_set_cost(&s->ring, cost, n);
+}
+
+int zl_llm_verify_cost(zl_llm *llm, int depth, int n, int reps, float *cost, zl_err *err) {
+    if (n < 1 || n > ZL_RING_MAX + 1 || depth < 1 || reps < 1)
+        return zl_errf(err, ZL_EINVAL, "verify cost: n must be 1..%d, depth and reps >= 1", ZL_RING_MAX + 1);
+    int nv = zl_llm_n_vocab(llm);
+    zl_seq_opts so = {depth + n + 1, ZL_KV_F16, zl_sampling_defaults()};
+    zl_seq *s;
+    int rc = zl_seq_new(&s, llm, &so, err);
+    if (rc) return rc;
+    int32_t *ids = malloc((size_t)(depth + n) * sizeof *ids);
+    float *rows = malloc((size_t)n * nv * sizeof *rows);
+    double *best = malloc((size_t)n * sizeof *best);
+    if (!ids || !rows || !best) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    /* any tokens do: the cost depends on the count and the depth, not on the ids */
+    for (int i = 0; !rc && i < depth + n; i++) ids[i] = i == 0 ? zl_llm_bos(llm) : 1 + (int32_t)((i * 7919u) % (unsigned)(nv - 1));
+    if (!rc) rc = zl_seq_eval(s, ids, depth, 0, NULL, err);
+    for (int k = 0; !rc && k < n; k++) best[k] = 1e30;
+    for (int r = 0; !rc && r < reps; r++)
+        for (int k = 1; !rc && k <= n; k++) {
+            double t0 = now_s();
+            rc = zl_seq_eval(s, ids + depth, k, k, rows, err);
+            double t = now_s() - t0;
+            if (t < best[k - 1]) best[k - 1] = t;
+            zl_seq_truncate(s, depth);
+        }
+    for (int k = 0; !rc && k < n; k++) cost[k] = (float)(best[k] / best[0]);
+    free(ids);
+    free(rows);
+    free(best);
+    zl_seq_free(s);
+    return rc;
+}
+
 int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     if (max_out < 1) { zl_errf(err, ZL_EINVAL, "no room for output tokens"); return -1; }
     if (!s->has_logits && s->pending < 0) { zl_errf(err, ZL_EINVAL, "nothing evaluated yet: feed a prompt first"); return -1; }

@@ -346,6 +346,26 @@ await check('serve --draft-model: same text as plain decoding, drafts counted; a
   }
 });
 
+await check('serve --ring-cost: a given or measured verify-cost curve, same text as plain decoding; bad values refused', async () => {
+  for (const curve of ['1,1.46,1.81,1.39,1.63,1.87,2.11,2.35', 'measure']) {
+    const s5 = await startServer(['--parallel', '4', '--ring-cost', curve]);
+    assert.match(s5.log(), /ring verify cost \(forward over 1, 2, \.\. tokens \/ 1\): 1\.00( [0-9.]+){3,}/);
+    const jobs = PROMPTS.map(async (prompt) => {
+      const base = { model: 'm', prompt, max_tokens: 60, temperature: 0 };
+      const off = await post(s5.url, '/v1/completions', base);
+      const on = await post(s5.url, '/v1/completions', base, { 'X-Zerolayer-Validation': 'on' });
+      assert.equal(on.json.timings.ring, true);
+      assert.equal(on.json.choices[0].text, off.json.choices[0].text, `${curve}: ${prompt}`);
+    });
+    await Promise.all(jobs);
+  }
+  for (const bad of ['1,x', '0', '1,-2', '']) {
+    const r = spawnSync(BIN, ['serve', '--port', '0', '-t', '1', '--ring-cost', bad], { encoding: 'utf8', timeout: 30000 });
+    assert.equal(r.status, 1, bad);
+    assert.match(r.stderr, /--ring-cost/);
+  }
+});
+
 for (const s of servers) s.proc.kill('SIGTERM');
 console.log(`\n${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -412,3 +412,40 @@ Test(spec_sched, sampling_distribution_in_batch) {
         for (int p = 0; p < 2; p++) free(cnt[m][p]);
     zl_llm_close(llm);
 }
+
+/* ---- the ring's draft length under a verify-cost curve (decode/ring.c) ---- */
+#include "decode/ring.h"
+
+/* k the ring drafts after `steps` verify steps that each accepted `acc` of `drafted` */
+static int ring_k(const float *cost, int n, int steps, int drafted, int acc) {
+    zl_ring r;
+    zl_ring_init(&r, 5, 16);
+    zl_ring_set_cost(&r, cost, n);
+    r.cooldown = 0;
+    for (int i = 0; i < steps; i++) zl_ring_update(&r, drafted, acc, 0, 1 + acc);
+    return zl_ring_budget(&r);
+}
+
+Test(spec_ring, draft_length_follows_the_cost_curve) {
+    /* the 1.1B Q4_0 curve: four tokens (k = 3 drafts) cost less than three */
+    const float q4[] = {1, 1.46f, 1.81f, 1.39f, 1.63f, 1.87f, 2.11f, 2.35f};
+    /* before any verify step: the configured initial size */
+    cr_assert_eq(ring_k(q4, 8, 0, 0, 0), 5);
+    cr_assert_eq(ring_k(q4, 8, 20, 4, 2), 3, "moderate acceptance -> the cheap four-token forward");
+    cr_assert_eq(ring_k(q4, 8, 20, 3, 0), 3, "even rejections: 3 drafts cost less than 2");
+    /* near-perfect acceptance on a flat curve (weight-bound decode): draft the most */
+    const float flat[] = {1, 1, 1, 1};
+    cr_assert_eq(ring_k(flat, 4, 20, 16, 16), 16);
+    /* a compute-bound model (k tokens cost k): one draft at most is worth it */
+    const float lin[] = {1, 2, 3, 4, 5};
+    cr_assert_eq(ring_k(lin, 5, 20, 5, 4), 1);
+    /* higher acceptance -> longer drafts on a sub-linear curve */
+    const float sub[] = {1, 1.2f, 1.4f, 1.6f, 1.8f};
+    int lo = ring_k(sub, 5, 20, 8, 2), hi = ring_k(sub, 5, 20, 8, 7);
+    cr_assert_lt(lo, hi, "k %d at low acceptance, %d at high", lo, hi);
+    /* no curve: grow by one after a fully accepted step, as before */
+    cr_assert_eq(ring_k(NULL, 0, 1, 5, 5), 6);
+    zl_ring r;
+    zl_ring_init(&r, 5, 16);
+    cr_assert_float_eq(zl_ring_acceptance(&r), 0.5, 1e-9);
+}

@@ -54,7 +54,8 @@ typedef struct zl_sched zl_sched;
  * decoding, zl_seq_set_spec) and KV slicing (zl_seq_set_kv_policy).  The
  * all-zero value is today's behaviour: ring off, full KV. */
 typedef struct zl_job_ctl {
-    zl_spec_mode spec;           /* ZL_SPEC_OFF or ZL_SPEC_LOOKUP */
+    zl_spec_mode spec;           /* ZL_SPEC_OFF, or ring on: drafted by the scheduler's draft model if it
+                                  * has one (zl_sched_opts.draft), else by n-gram lookup */
     int ring;                    /* initial drafted tokens per step, 1..16 (0: 5); adaptive up to 16 */
     zl_kv_policy_kind kv_policy; /* full | window | anchor */
     int kv_budget;               /* tokens kept under a bounded policy (0: kv_frac of n_ctx, or n_ctx) */

@@ -230,7 +230,16 @@ typedef struct {
     int n;
     zl_finish fin;
     zl_job_times times;
+    int n_prompt, n_past_at_end; /* tokens the sequence had fed when the job handed it back */
 } sj_out;
+
+/* release hook: what the sequence holds when the job ends (sessions and the
+ * prefix cache keep it), then free it */
+static void sj_release(void *ud, zl_seq *seq, zl_finish why) {
+    (void)why;
+    ((sj_out *)ud)->n_past_at_end = zl_seq_n_past(seq);
+    zl_seq_free(seq);
+}
 
 typedef struct {
     const char *prompt;
@@ -266,6 +275,10 @@ static void sched_run(zl_llm *llm, zl_llm *draft, const sj_in *in, int n, int n_
         c.spec = in[i].ring_on ? ZL_SPEC_LOOKUP : ZL_SPEC_OFF;
         c.ring = in[i].ring;
         zl_job_set_ctl(jobs[i], &c);
+        out[i].n_prompt = (int)nid;
+        out[i].n_past_at_end = -1;
+        zl_job_hooks hk = {NULL, sj_release, NULL, &out[i]};
+        zl_job_set_hooks(jobs[i], &hk);
         cr_assert_eq(zl_sched_submit(s, jobs[i]), 0);
     }
     for (int i = 0; i < n; i++) {
@@ -317,10 +330,14 @@ static void sched_greedy_identity(zl_llm *llm, zl_llm *draft, int n_ctx, int max
                          v[m]->fin, plain[i].fin);
             cr_assert_eq(v[m]->n, plain[i].n, "job %d (%s): %d tokens vs plain %d", i, m ? "all ring" : "mixed", v[m]->n,
                          plain[i].n);
+            /* the sequence handed back holds what plain decoding fed: the prompt and every token but the last */
+            cr_assert_eq(v[m]->n_past_at_end, plain[i].n_past_at_end, "job %d (%s): sequence holds %d tokens, plain %d",
+                         i, m ? "all ring" : "mixed", v[m]->n_past_at_end, plain[i].n_past_at_end);
             for (int t = 0; t < plain[i].n; t++)
                 cr_assert_eq(v[m]->tok[t], plain[i].tok[t], "job %d (%s): token %d differs", i,
                              m ? "all ring" : "mixed", t);
         }
+        cr_assert_eq(plain[i].n_past_at_end, plain[i].n_prompt + plain[i].n - 1);
         cr_assert_eq(all[i].times.ring_on, 1);
         cr_assert_eq(plain[i].times.ring_on, 0);
         dr += all[i].times.ring_drafted;

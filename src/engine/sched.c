@@ -431,11 +431,19 @@ static void sched_step(zl_sched *s, zl_batch_item *items, zl_verify **vers, zl_j
     }
     int n_decode = n_items;
     /* ring sequences draft after their pending token; the drafts ride in the
-     * same forward and are verified per sequence after it */
+     * same forward and are verified per sequence after it.  While a prompt
+     * waits, drafts take at most half of the budget left, so prefill always
+     * advances. */
+    int prefilling = 0;
+    for (int i = 0; i < s->o.n_parallel && !prefilling; i++) {
+        zl_job *j = s->running[i];
+        prefilling = j && !j->finish && j->seq && j->n_fed < j->n_prompt;
+    }
+    int draft_budget = prefilling ? budget / 2 : budget;
     for (int i = 0; i < n_decode; i++) {
         zl_job *j = owners[i];
         if (!j->ring_on) continue;
-        int max = budget;
+        int max = draft_budget;
         if (j->max_tokens > 0 && j->max_tokens - j->n_toks - 1 < max) max = j->max_tokens - j->n_toks - 1;
         double t0 = zl_now_ms();
         int nd = zl_spec_draft(j->seq, j->pending, max, &j->ver);
@@ -444,6 +452,7 @@ static void sched_step(zl_sched *s, zl_batch_item *items, zl_verify **vers, zl_j
         items[i].n = j->ver.n;
         vers[i] = &j->ver;
         budget -= nd;
+        draft_budget -= nd;
         n_ring++;
     }
     /* then prompt chunks, oldest admission first, within the budget; anchored

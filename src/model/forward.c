@@ -7,6 +7,7 @@
  * attention is threaded over (token, head) pairs.  Must never allocate per
  * layer or touch anything but its arguments and its zl_fwd scratch. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,10 @@
 #include "../tensor/rope.h"
 #include "model.h"
 #include "prefetch.h"
+
+/* Tokens per attention tile: more share each widened block of the cache,
+ * fewer give the threads more tiles to balance. */
+#define ATTN_TOKENS 4
 
 /* Below this many multiply-adds an operation is not worth a thread dispatch. */
 #define ZL_PARALLEL_MIN_MACS (1 << 20)
@@ -26,6 +31,8 @@ struct zl_fwd {
     int exact;    /* reference arithmetic: f32 activations, f64 sums */
     float *row;   /* exact mode: one dequantised weight row */
     int64_t row_cap;
+    void *tasks;  /* attention tiles of the current batch */
+    size_t tasks_cap;
 };
 
 void zl_fwd_set_exact(zl_fwd *f, int exact) { f->exact = exact; }
@@ -66,6 +73,7 @@ void zl_fwd_free(zl_fwd *f) {
     if (!f) return;
     free(f->buf);
     free(f->row);
+    free(f->tasks);
     zl_work_free(&f->work);
     free(f);
 }
@@ -88,56 +96,76 @@ static void store_row(zl_type t, void *dst, const float *src, int n) {
     }
 }
 
+/* Attention work comes in tiles (see tensor/attn.h): the query heads of one
+ * KV head, for a run of up to ATTN_TOKENS consecutive batch tokens of the
+ * same sequence.  The tiling is a function of the batch alone, and a row's
+ * result does not depend on its tile, so outputs are the same whatever the
+ * thread count.  Threads take tiles from a shared counter: causal tiles grow
+ * with position, so a static split would leave threads idle. */
+typedef struct {
+    int tok0, ntok, kvh;
+} attn_task;
+
 typedef struct {
     const zl_model *m;
     zl_kv **kv;
     const zl_batch_tok *toks;
-    int n, layer;
-    const float *q;  /* [n][qd] */
-    float *out;      /* [n][qd] */
-    float *scores;   /* [nth][max_ctx] */
-    int max_ctx;
-    zl_attn_kernels kf16, kf32, kq8;
+    int layer;
+    const float *q; /* [n][qd] */
+    float *out;     /* [n][qd] */
+    const attn_task *tasks;
+    int n_tasks;
+    atomic_int next;
+    float *work;    /* [nth][work_floats] */
+    size_t work_floats;
+    zl_attn_fn fn;
 } attn_job;
 
 static void attn_worker(void *ctx, int ith, int nth) {
+    (void)nth;
     attn_job *j = ctx;
     const zl_hparams *hp = &j->m->hp;
-    int hd = hp->head_dim, qd = hp->n_heads * hd, group = hp->n_heads / hp->n_kv_heads;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *sc = j->scores + (size_t)ith * j->max_ctx;
-    long b, e;
-    zl_split((long)j->n * hp->n_heads, ith, nth, &b, &e);
-    for (long task = b; task < e; task++) {
-        int i = (int)(task / hp->n_heads), h = (int)(task % hp->n_heads);
-        const zl_kv *kv = j->kv[j->toks[i].seq];
-        const zl_attn_kernels *K = kv->type == ZL_TYPE_F16 ? &j->kf16 : kv->type == ZL_TYPE_F32 ? &j->kf32 : &j->kq8;
-        size_t head_off = (size_t)(h / group) * zl_row_size(kv->type, hd);
-        int len = j->toks[i].pos + 1;
-        const float *q = j->q + (size_t)i * qd + (size_t)h * hd;
-        float mx = -INFINITY;
-        for (int p = 0; p < len; p++) {
-            const uint8_t *kr = zl_kv_k(kv, j->layer, p);
-            sc[p] = K->kdot(kr + head_off, q, hd) * scale;
-            if (sc[p] > mx) mx = sc[p];
-        }
-        double sum = 0;
-        for (int p = 0; p < len; p++) {
-            sc[p] = expf(sc[p] - mx);
-            sum += sc[p];
-        }
-        float inv = (float)(1.0 / sum);
-        if (kv->score_part && ith < kv->score_nth) { /* anchor policy: attention received, O(1) per slot */
-            float *acc = kv->score_part + (size_t)ith * kv->n_ctx;
-            for (int p = 0; p < len; p++) acc[p] += sc[p] * inv;
-        }
-        float *o = j->out + (size_t)i * qd + (size_t)h * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
-        for (int p = 0; p < len; p++) {
-            const uint8_t *vr = zl_kv_v(kv, j->layer, p);
-            K->vaxpy(sc[p] * inv, vr + head_off, o, hd);
-        }
+    const int hd = hp->head_dim, qd = hp->n_heads * hd, group = hp->n_heads / hp->n_kv_heads;
+    float *work = j->work + (size_t)ith * j->work_floats;
+    for (;;) {
+        int k = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (k >= j->n_tasks) break;
+        const attn_task *tk = &j->tasks[k];
+        zl_kv *kv = j->kv[j->toks[tk->tok0].seq];
+        const float *qr[ZL_ATTN_MAX_ROWS];
+        float *orow[ZL_ATTN_MAX_ROWS];
+        int len[ZL_ATTN_MAX_ROWS], rows = 0;
+        for (int i = tk->tok0; i < tk->tok0 + tk->ntok; i++)
+            for (int g = 0; g < group; g++, rows++) {
+                int h = tk->kvh * group + g;
+                qr[rows] = j->q + (size_t)i * qd + (size_t)h * hd;
+                orow[rows] = j->out + (size_t)i * qd + (size_t)h * hd;
+                len[rows] = j->toks[i].pos + 1;
+            }
+        size_t head_off = (size_t)tk->kvh * zl_row_size(kv->type, hd);
+        zl_attn_tile t = {rows, hd, 1.0f / sqrtf((float)hd), qr, orow, len, kv->type,
+                          (const uint8_t *)zl_kv_k(kv, j->layer, 0) + head_off,
+                          (const uint8_t *)zl_kv_v(kv, j->layer, 0) + head_off, kv->row_bytes,
+                          /* anchor policy: attention received per slot, one partition per thread */
+                          kv->score_part && ith < kv->score_nth ? kv->score_part + (size_t)ith * kv->n_ctx : NULL,
+                          work};
+        j->fn(&t);
     }
+}
+
+/* Split the batch into attention tiles; returns the number of tasks. */
+static int attn_plan(const zl_hparams *hp, const zl_batch_tok *toks, int n, attn_task *tasks) {
+    const int group = hp->n_heads / hp->n_kv_heads;
+    int per = ZL_ATTN_MAX_ROWS / group, nt = 0;
+    if (per > ATTN_TOKENS) per = ATTN_TOKENS;
+    if (per < 1) per = 1;
+    for (int i = 0; i < n;) {
+        int e = i + 1; /* a run: consecutive tokens of one sequence */
+        while (e < n && e - i < per && toks[e].seq == toks[i].seq) e++;
+        for (int h = 0; h < hp->n_kv_heads; h++) tasks[nt++] = (attn_task){i, e - i, h};
+        i = e;
+    }
+    return nt;
 }
 
 static float *scratch(zl_fwd *f, size_t floats) {
@@ -155,7 +183,7 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
     const zl_hparams *hp = &m->hp;
     if (n <= 0) return zl_errf(err, ZL_EINVAL, "empty batch");
     int dim = hp->dim, hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd, ffn = hp->ffn_dim;
-    int max_ctx = 0, n_out = 0;
+    int max_ctx = 0, n_out = 0, with_probs = 0;
     for (int i = 0; i < n; i++) {
         const zl_kv *kv = kvs[toks[i].seq];
         if (toks[i].token < 0 || toks[i].token >= hp->n_vocab)
@@ -165,18 +193,30 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
         if (kv->kv_dim != kvd || kv->n_layers != hp->n_layers)
             return zl_errf(err, ZL_EINVAL, "KV cache shape does not match the model");
         if (toks[i].pos + 1 > max_ctx) max_ctx = toks[i].pos + 1;
+        with_probs |= kv->score_part != NULL;
         n_out += toks[i].want_logits != 0;
     }
     int nth = zl_pool_size(pool), half = hp->rope_dim / 2;
     zl_rope rope = zl_model_rope(m);
-    size_t need = (size_t)n * (2 * dim + 2 * qd + 2 * kvd + 2 * ffn + 2 * half) + (size_t)nth * max_ctx +
+    size_t attn_work = zl_attn_work_floats(hd, ZL_ATTN_MAX_ROWS, max_ctx, with_probs);
+    size_t need = (size_t)n * (2 * dim + 2 * qd + 2 * kvd + 2 * ffn + 2 * half) + (size_t)nth * attn_work +
                   (size_t)(n_out ? n_out : 1) * dim;
     float *base = scratch(f, need);
     if (!base) return zl_errf(err, ZL_ENOMEM, "out of memory for a batch of %d tokens", n);
     float *x = base, *xb = x + (size_t)n * dim, *q = xb + (size_t)n * dim, *att = q + (size_t)n * qd;
     float *k = att + (size_t)n * qd, *v = k + (size_t)n * kvd, *h1 = v + (size_t)n * kvd, *h3 = h1 + (size_t)n * ffn;
     float *cs = h3 + (size_t)n * ffn, *sn = cs + (size_t)n * half, *scores = sn + (size_t)n * half;
-    float *xo = scores + (size_t)nth * max_ctx;
+    float *xo = scores + (size_t)nth * attn_work;
+    size_t n_tasks_max = (size_t)n * hp->n_kv_heads;
+    if (n_tasks_max > f->tasks_cap) {
+        void *nt = realloc(f->tasks, n_tasks_max * sizeof(attn_task));
+        if (!nt) return zl_errf(err, ZL_ENOMEM, "out of memory for a batch of %d tokens", n);
+        f->tasks = nt;
+        f->tasks_cap = n_tasks_max;
+    }
+    attn_task *tasks = f->tasks;
+    int n_tasks = attn_plan(hp, toks, n, tasks);
+    zl_attn_fn attn_fn = zl_attn_fn_for(zl_cpu_isa(), hd);
 
     for (int i = 0; i < n; i++) {
         zl_dequant_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)toks[i].token * m->tok_embd.row_bytes,
@@ -210,9 +250,7 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
             store_row(kv->type, zl_kv_k(kv, l, toks[i].pos), ki, kvd);
             store_row(kv->type, zl_kv_v(kv, l, toks[i].pos), vi, kvd);
         }
-        attn_job aj = {m, kvs, toks, n, l, q, att, scores, max_ctx, zl_attn_kernels_for(ZL_TYPE_F16, zl_cpu_isa()),
-                       zl_attn_kernels_for(ZL_TYPE_F32, zl_cpu_isa()),
-                       zl_attn_kernels_for(ZL_TYPE_Q8_0, zl_cpu_isa())};
+        attn_job aj = {m, kvs, toks, l, q, att, tasks, n_tasks, 0, scores, attn_work, attn_fn};
         double attn_macs = 2.0 * n * hp->n_heads * (double)max_ctx * hd;
         zl_pool_run(attn_macs < ZL_PARALLEL_MIN_MACS ? NULL : pool, attn_worker, &aj);
         matmul(f, &L->wo, att, qd, n, xb, dim, pool);

@@ -1,80 +1,185 @@
-/* attn_avx512.c — AVX-512 attention loops (16 lanes); only reached after
- * run-time detection.  Head dimensions below 16 use the AVX2 version. */
+/* attn_avx512.c — the attention tile (attn.h) with 16-lane vectors; only
+ * reached after run-time detection, for head dimensions that are multiples
+ * of 16.
+ *
+ * Scores, sixteen positions at a time: one accumulator per position over
+ * the head dimension (16 lanes of partial sums each), then a fixed
+ * transpose-and-add tree turns the sixteen accumulators into one vector with
+ * a position per lane.  Probabilities come from a vector exp; the running
+ * sum keeps 16 lanes (position mod 16) until the end.  Every step depends
+ * only on the row itself, never on its tile neighbours. */
 #include <immintrin.h>
+#include <math.h>
+#include <string.h>
 
 #include "attn.h"
 
-static float kdot_f16(const void *k, const float *q, int n) {
-    const zl_f16 *r = k;
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + i))), _mm512_loadu_ps(q + i), a0);
-        a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + i + 16))), _mm512_loadu_ps(q + i + 16), a1);
-    }
-    for (; i + 16 <= n; i += 16)
-        a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + i))), _mm512_loadu_ps(q + i), a0);
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-    for (; i < n; i++) s += zl_f16_to_f32(r[i]) * q[i];
-    return s;
+#define ZL_INLINE static inline __attribute__((always_inline))
+
+/* exp(x) for x <= 0 (larger inputs are not used); exp(0) is exactly 1 */
+ZL_INLINE __m512 exp16(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
 }
 
-static void vaxpy_f16(float a, const void *v, float *out, int n) {
-    const zl_f16 *r = v;
-    __m512 va = _mm512_set1_ps(a);
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(out + i, _mm512_fmadd_ps(va, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + i))),
-                                                  _mm512_loadu_ps(out + i)));
-    for (; i < n; i++) out[i] += a * zl_f16_to_f32(r[i]);
+/* a[j] holds 16 partial sums of position j; returns lane j = sum of a[j] */
+ZL_INLINE __m512 reduce16(__m512 a[16]) {
+    static const int32_t i1l[16] = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
+    static const int32_t i1h[16] = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+    static const int32_t i2l[16] = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
+    static const int32_t i2h[16] = {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31};
+    static const int32_t i3l[16] = {0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29};
+    static const int32_t i3h[16] = {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31};
+    static const int32_t i4l[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+    static const int32_t i4h[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+    __m512i l1 = _mm512_loadu_si512(i1l), h1 = _mm512_loadu_si512(i1h);
+    __m512 b[8], c[4], d[2];
+    for (int k = 0; k < 8; k++)
+        b[k] = _mm512_add_ps(_mm512_permutex2var_ps(a[2 * k], l1, a[2 * k + 1]),
+                             _mm512_permutex2var_ps(a[2 * k], h1, a[2 * k + 1]));
+    __m512i l2 = _mm512_loadu_si512(i2l), h2 = _mm512_loadu_si512(i2h);
+    for (int k = 0; k < 4; k++)
+        c[k] = _mm512_add_ps(_mm512_permutex2var_ps(b[2 * k], l2, b[2 * k + 1]),
+                             _mm512_permutex2var_ps(b[2 * k], h2, b[2 * k + 1]));
+    __m512i l3 = _mm512_loadu_si512(i3l), h3 = _mm512_loadu_si512(i3h);
+    for (int k = 0; k < 2; k++)
+        d[k] = _mm512_add_ps(_mm512_permutex2var_ps(c[2 * k], l3, c[2 * k + 1]),
+                             _mm512_permutex2var_ps(c[2 * k], h3, c[2 * k + 1]));
+    __m512i l4 = _mm512_loadu_si512(i4l), h4 = _mm512_loadu_si512(i4h);
+    return _mm512_add_ps(_mm512_permutex2var_ps(d[0], l4, d[1]), _mm512_permutex2var_ps(d[0], h4, d[1]));
 }
 
-static float kdot_f32(const void *k, const float *q, int n) {
-    const float *r = k;
-    __m512 a0 = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(q + i), a0);
-    float s = _mm512_reduce_add_ps(a0);
-    for (; i < n; i++) s += r[i] * q[i];
-    return s;
-}
-
-static void vaxpy_f32(float a, const void *v, float *out, int n) {
-    const float *r = v;
-    __m512 va = _mm512_set1_ps(a);
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(out + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(r + i), _mm512_loadu_ps(out + i)));
-    for (; i < n; i++) out[i] += a * r[i];
-}
-
-static float kdot_q8_0(const void *k, const float *q, int n) {
-    const zl_block_q8_0 *b = k;
-    __m512 acc = _mm512_setzero_ps();
-    for (int i = 0; i < n / ZL_QK; i++) {
-        __m512 d = _mm512_set1_ps(zl_f16_to_f32(b[i].d));
-        __m512 k0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b[i].qs)));
-        __m512 k1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b[i].qs + 16))));
-        __m512 bs = _mm512_fmadd_ps(k1, _mm512_loadu_ps(q + i * ZL_QK + 16), _mm512_mul_ps(k0, _mm512_loadu_ps(q + i * ZL_QK)));
-        acc = _mm512_fmadd_ps(d, bs, acc);
-    }
-    return _mm512_reduce_add_ps(acc);
-}
-
-static void vaxpy_q8_0(float a, const void *v, float *out, int n) {
-    const zl_block_q8_0 *b = v;
-    for (int i = 0; i < n / ZL_QK; i++) {
-        __m512 ad = _mm512_set1_ps(a * zl_f16_to_f32(b[i].d));
-        float *o = out + i * ZL_QK;
-        __m512 v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b[i].qs)));
-        __m512 v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b[i].qs + 16))));
-        _mm512_storeu_ps(o, _mm512_fmadd_ps(ad, v0, _mm512_loadu_ps(o)));
-        _mm512_storeu_ps(o + 16, _mm512_fmadd_ps(ad, v1, _mm512_loadu_ps(o + 16)));
+static void widen(zl_type t, const uint8_t *src, size_t stride, int n, int hd, float *dst) {
+    for (int j = 0; j < n; j++, src += stride, dst += hd) {
+        if (t == ZL_TYPE_F16) {
+            for (int d = 0; d < hd; d += 16)
+                _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 2 * d))));
+        } else if (t == ZL_TYPE_F32) {
+            memcpy(dst, src, (size_t)hd * sizeof(float));
+        } else {
+            const zl_block_q8_0 *b = (const zl_block_q8_0 *)src;
+            for (int i = 0; i < hd / ZL_QK; i++) {
+                __m512 s = _mm512_set1_ps(_cvtsh_ss(b[i].d));
+                __m512 v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b[i].qs)));
+                __m512 v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b[i].qs + 16))));
+                _mm512_storeu_ps(dst + i * ZL_QK, _mm512_mul_ps(s, v0));
+                _mm512_storeu_ps(dst + i * ZL_QK + 16, _mm512_mul_ps(s, v1));
+            }
+        }
     }
 }
 
-zl_attn_kernels zl_attn_kernels_avx512(zl_type t) {
-    if (t == ZL_TYPE_F16) return (zl_attn_kernels){kdot_f16, vaxpy_f16};
-    if (t == ZL_TYPE_Q8_0) return (zl_attn_kernels){kdot_q8_0, vaxpy_q8_0};
-    return (zl_attn_kernels){kdot_f32, vaxpy_f32};
+/* scores of positions j0..j0+15 (rows of kf) against q */
+ZL_INLINE __m512 score16(const float *kf, const float *q, int hd) {
+    __m512 a[16];
+    for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d += 16) {
+        __m512 qv = _mm512_loadu_ps(q + d);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(kf + (size_t)j * hd + d), qv, a[j]);
+    }
+    return reduce16(a);
 }
+
+/* o[16*d0 .. 16*(d0+W)) = o * alpha + sum_j p[j] * v_j, W vectors in registers */
+ZL_INLINE void pv(float *o, __m512 alpha, const float *p, const float *vf, int valid, int hd, int d0, const int W) {
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < W; i++) acc[i] = _mm512_mul_ps(_mm512_loadu_ps(o + 16 * (d0 + i)), alpha);
+    for (int j = 0; j < valid; j++) {
+        __m512 pj = _mm512_set1_ps(p[j]);
+        const float *vr = vf + (size_t)j * hd + 16 * d0;
+    #pragma GCC unroll 4
+    for (int i = 0; i < W; i++) acc[i] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vr + 16 * i), acc[i]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < W; i++) _mm512_storeu_ps(o + 16 * (d0 + i), acc[i]);
+}
+
+static void tile_avx512(const zl_attn_tile *t) {
+    const int hd = t->hd, rows = t->rows, nd = hd / 16;
+    int max_len = 0;
+    for (int r = 0; r < rows; r++)
+        if (t->len[r] > max_len) max_len = t->len[r];
+    float *kf = t->work, *vf = kf + (size_t)ZL_ATTN_BLOCK * hd, *p = vf + (size_t)ZL_ATTN_BLOCK * hd;
+    float *lsum = p + ZL_ATTN_BLOCK, *raw = lsum + (size_t)ZL_ATTN_MAX_ROWS * 16;
+    float m[ZL_ATTN_MAX_ROWS];
+    for (int r = 0; r < rows; r++) {
+        m[r] = -INFINITY;
+        _mm512_storeu_ps(lsum + 16 * r, _mm512_setzero_ps());
+        memset(t->out[r], 0, (size_t)hd * sizeof(float));
+    }
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int kb = 0; kb < max_len; kb += ZL_ATTN_BLOCK) {
+        int nk = max_len - kb < ZL_ATTN_BLOCK ? max_len - kb : ZL_ATTN_BLOCK;
+        int nk16 = (nk + 15) & ~15;
+        widen(t->kv_type, t->k + (size_t)kb * t->kv_stride, t->kv_stride, nk, hd, kf);
+        widen(t->kv_type, t->v + (size_t)kb * t->kv_stride, t->kv_stride, nk, hd, vf);
+        /* the last chunk's missing positions read as zeros (masked below) */
+        memset(kf + (size_t)nk * hd, 0, (size_t)(nk16 - nk) * hd * sizeof(float));
+        for (int r = 0; r < rows; r++) {
+            if (kb >= t->len[r]) continue;
+            const int valid = t->len[r] - kb < nk ? t->len[r] - kb : nk, nc = (valid + 15) / 16;
+            const float *q = t->q[r];
+            __m512 s[ZL_ATTN_BLOCK / 16];
+            __m512 bm = _mm512_set1_ps(-INFINITY);
+            for (int c = 0; c < nc; c++) {
+                __mmask16 ok = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(valid - 16 * c));
+                s[c] = _mm512_mask_blend_ps(ok, _mm512_set1_ps(-INFINITY),
+                                            _mm512_mul_ps(score16(kf + (size_t)16 * c * hd, q, hd), _mm512_set1_ps(t->scale)));
+                bm = _mm512_max_ps(bm, s[c]);
+                if (t->probs) _mm512_mask_storeu_ps(raw + (size_t)r * max_len + kb + 16 * c, ok, s[c]);
+            }
+            float bmax = _mm512_reduce_max_ps(bm), mn = m[r] > bmax ? m[r] : bmax;
+            __m512 vmn = _mm512_set1_ps(mn);
+            __m512 alpha = m[r] == -INFINITY ? _mm512_setzero_ps() : exp16(_mm512_set1_ps(m[r] - mn));
+            __m512 ls = _mm512_mul_ps(_mm512_loadu_ps(lsum + 16 * r), alpha);
+            for (int c = 0; c < nc; c++) {
+                __mmask16 ok = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(valid - 16 * c));
+                __m512 pc = _mm512_maskz_mov_ps(ok, exp16(_mm512_sub_ps(s[c], vmn)));
+                ls = _mm512_add_ps(ls, pc);
+                _mm512_storeu_ps(p + 16 * c, pc);
+            }
+            _mm512_storeu_ps(lsum + 16 * r, ls);
+            m[r] = mn;
+            float *o = t->out[r];
+            int d0 = 0;
+            for (; d0 + 4 <= nd; d0 += 4) pv(o, alpha, p, vf, valid, hd, d0, 4);
+            switch (nd - d0) {
+            case 3: pv(o, alpha, p, vf, valid, hd, d0, 3); break;
+            case 2: pv(o, alpha, p, vf, valid, hd, d0, 2); break;
+            case 1: pv(o, alpha, p, vf, valid, hd, d0, 1); break;
+            default: break;
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        float l = _mm512_reduce_add_ps(_mm512_loadu_ps(lsum + 16 * r)), inv = 1.0f / l;
+        __m512 vinv = _mm512_set1_ps(inv);
+        float *o = t->out[r];
+        for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), vinv));
+        if (t->probs) {
+            const float *rr = raw + (size_t)r * max_len;
+            __m512 vm = _mm512_set1_ps(m[r]);
+            int j = 0;
+            for (; j + 16 <= t->len[r]; j += 16)
+                _mm512_storeu_ps(t->probs + j, _mm512_fmadd_ps(exp16(_mm512_sub_ps(_mm512_loadu_ps(rr + j), vm)), vinv,
+                                                               _mm512_loadu_ps(t->probs + j)));
+            for (; j < t->len[r]; j++) t->probs[j] += expf(rr[j] - m[r]) * inv;
+        }
+    }
+}
+
+zl_attn_fn zl_attn_fn_avx512(int hd) { return hd > 0 && hd % 16 == 0 ? tile_avx512 : NULL; }

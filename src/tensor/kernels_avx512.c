@@ -539,6 +539,14 @@ zl_dot4_fn zl_dot4_fn_avx512(zl_type t) {
     }
 }
 
+#define ZL_SET_T(out, base, vbmi)                                        \
+    do {                                                                  \
+        (out)->dot2 = (vbmi) ? base##2_b8 : base##2_w16;                  \
+        (out)->dot3 = (vbmi) ? base##3_b8 : base##3_w16;                  \
+        (out)->dot4 = (vbmi) ? base##4_b8 : base##4_w16;                  \
+        (out)->dot8 = (vbmi) ? base##8_b8 : base##8_w16;                  \
+    } while (0)
+
 int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out) {
     if (!vnni) return 0;
     if (t == ZL_TYPE_Q4_K || t == ZL_TYPE_Q5_K) {
@@ -546,10 +554,10 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
         out->prep = q8kp_prep;
         if (t == ZL_TYPE_Q4_K) {
             out->dot = vbmi ? dot_q4_k_prep_b8 : dot_q4_k_prep_w16;
-            out->dot4 = vbmi ? dot4_q4_k_prep_b8 : dot4_q4_k_prep_w16;
+            ZL_SET_T(out, dot_q4_k_prep_t, vbmi);
         } else {
             out->dot = vbmi ? dot_q5_k_prep_b8 : dot_q5_k_prep_w16;
-            out->dot4 = vbmi ? dot4_q5_k_prep_b8 : dot4_q5_k_prep_w16;
+            ZL_SET_T(out, dot_q5_k_prep_t, vbmi);
         }
         return 1;
     }
@@ -558,13 +566,14 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
     out->prep = vbmi ? q8p_prep_b8 : q8p_prep_w16;
     if (t == ZL_TYPE_Q4_0) {
         out->dot = vbmi ? dot_q4_0_prep_b8 : dot_q4_0_prep_w16;
-        out->dot4 = vbmi ? dot4_q4_0_prep_b8 : dot4_q4_0_prep_w16;
+        ZL_SET_T(out, dot_q4_0_prep_t, vbmi);
     } else {
         out->dot = vbmi ? dot_q8_0_prep_b8 : dot_q8_0_prep_w16;
-        out->dot4 = vbmi ? dot4_q8_0_prep_b8 : dot4_q8_0_prep_w16;
+        ZL_SET_T(out, dot_q8_0_prep_t, vbmi);
     }
     return 1;
 }
+#undef ZL_SET_T
 
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out) {
     return zl_prep_kernel_avx512_variant(t, zl_cpu_get()->avx512vnni, cpu_has_vbmi(), out);

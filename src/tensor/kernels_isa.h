@@ -39,7 +39,10 @@ typedef struct zl_prep_kernel {
     void (*prep)(const void *xq, void *xp, int64_t n); /* partner row -> prepared */
     zl_dot_fn dot;                                     /* dot(weight row, prepared row, n) */
     zl_dot4_fn dot4;                                   /* four prepared rows at once, or NULL */
+    zl_dot4_fn dot2, dot3, dot8;                       /* two, three, eight rows at once, or NULL */
 } zl_prep_kernel;
+/* Every multi-row kernel gives each row exactly the result dot() gives it:
+ * a token's numbers never depend on how many tokens share the call. */
 /* 1 and *out filled when the level has a prepared kernel for t, else 0. */
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out);
 int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out);

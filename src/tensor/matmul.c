@@ -120,7 +120,7 @@ static void quant_rows(void *ctx, int ith, int nth) {
 typedef struct {
     const zl_mat *W;
     zl_dot_fn dot;
-    zl_dot4_fn dot4; /* four tokens per weight row, or NULL */
+    zl_dot4_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2, 3, 4, 8), or NULL */
     const uint8_t *xq;
     size_t xq_stride;
     int n_tok;
@@ -149,15 +149,21 @@ static void dot_rows(void *ctx, int ith, int nth) {
         int64_t r0 = tl * tile, r1 = r0 + tile;
         if (r1 > j->W->rows) r1 = j->W->rows;
         int t = 0;
-        if (j->dot4)
-            for (; t + 4 <= j->n_tok; t += 4) {
+        /* widest kernel first: each weight row is read once per group of tokens */
+        static const int widths[4] = {8, 4, 3, 2};
+        for (int wi = 0; wi < 4; wi++) {
+            const int k = widths[wi];
+            zl_dot4_fn f = j->dotk[k];
+            if (!f) continue;
+            for (; t + k <= j->n_tok; t += k) {
                 const uint8_t *xt = j->xq + (size_t)t * j->xq_stride;
-                float *yt = j->y + (int64_t)t * j->ldy, out[4];
+                float *yt = j->y + (int64_t)t * j->ldy, out[8];
                 for (int64_t r = r0; r < r1; r++) {
-                    j->dot4(w + (size_t)r * rb, xt, j->xq_stride, cols, out);
-                    for (int k = 0; k < 4; k++) yt[k * j->ldy + r] = out[k];
+                    f(w + (size_t)r * rb, xt, j->xq_stride, cols, out);
+                    for (int q = 0; q < k; q++) yt[q * j->ldy + r] = out[q];
                 }
             }
+        }
         for (; t < j->n_tok; t++) {
             const uint8_t *xt = j->xq + (size_t)t * j->xq_stride;
             float *yt = j->y + (int64_t)t * j->ldy;
@@ -184,6 +190,8 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
     const uint8_t *xq;
     size_t stride;
     zl_dot4_fn dot4 = NULL;
+    zl_prep_kernel pk_used = {0};
+    int prep_used = 0;
     int avx512 = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512);
     if (partner == ZL_TYPE_F32) {
         xq = (const uint8_t *)x;
@@ -209,6 +217,8 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
         if (prep) {
             dot = pk.dot;
             dot4 = pk.dot4;
+            pk_used = pk;
+            prep_used = 1;
         } else {
             dot4 = pick_dot4(isa, W->type);
         }
@@ -216,7 +226,13 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
 
     int64_t tile = (int64_t)(ZL_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
     if (tile < 1) tile = 1;
-    dot_job dj = {W, dot, dot4, xq, stride, n_tok, y, ldy, tile};
+    dot_job dj = {W, dot, {NULL}, xq, stride, n_tok, y, ldy, tile};
+    dj.dotk[4] = dot4;
+    if (prep_used) {
+        dj.dotk[2] = pk_used.dot2;
+        dj.dotk[3] = pk_used.dot3;
+        dj.dotk[8] = pk_used.dot8;
+    }
     zl_pool_run(pool, dot_rows, &dj);
     return;
 fail:

@@ -744,6 +744,27 @@ Test(vec_dot, prepared_kernels) {
                         REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s dot4 vbmi=%d n=%ld tok %d: got %.9g ref %.9g",
                                 tname(t), vbmi, (long)n, k, out[k], r);
                     }
+                    /* two, three, four and eight tokens at once: each token's result
+                     * bit-identical to the one-token kernel's (batch-size independence) */
+                    uint8_t *xp8 = aligned_alloc(64, 8 * ps), *x1 = malloc(xs);
+                    float one[8], many[8];
+                    for (int k = 0; k < 8; k++) {
+                        random_partner_row(p, x1, n);
+                        pk.prep(x1, xp8 + k * ps, n);
+                        one[k] = pk.dot(w, xp8 + k * ps, n);
+                    }
+                    zl_dot4_fn fs[4] = {pk.dot2, pk.dot3, pk.dot4, pk.dot8};
+                    int ks[4] = {2, 3, 4, 8};
+                    for (int fi = 0; fi < 4; fi++) {
+                        cr_assert(fs[fi], "%s: no %d-token kernel", tname(t), ks[fi]);
+                        fs[fi](w, xp8, ps, n, many);
+                        for (int k = 0; k < ks[fi]; k++)
+                            REQUIRE(memcmp(&many[k], &one[k], sizeof(float)) == 0,
+                                    "%s dot%d vbmi=%d n=%ld tok %d: %.9g differs from one-token %.9g", tname(t), ks[fi],
+                                    vbmi, (long)n, k, many[k], one[k]);
+                    }
+                    free(xp8);
+                    free(x1);
                     free(x4);
                     free(xp4);
                     free(w);

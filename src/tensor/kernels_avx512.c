@@ -103,16 +103,17 @@ static float dot_f16(const void *w, const void *x, int64_t n) { return dot_half(
 static float dot_bf16(const void *w, const void *x, int64_t n) { return dot_half(w, x, n, 1); }
 
 /* Four tokens: each 16 weights are widened once and meet four activation rows. */
-ZL_INLINE void dot4_float(const void *w, const void *x, size_t xs, int64_t n, float *out, const int kind) {
-    const float *xr[4];
-    for (int t = 0; t < 4; t++) xr[t] = (const float *)((const uint8_t *)x + (size_t)t * xs);
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+ZL_INLINE void dotT_float(const void *w, const void *x, size_t xs, int64_t n, float *out, const int kind, const int T) {
+    const float *xr[8];
+    for (int t = 0; t < T; t++) xr[t] = (const float *)((const uint8_t *)x + (size_t)t * xs);
+    __m512 acc[8];
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512 wv = kind == 0 ? _mm512_loadu_ps((const float *)w + i)
                   : kind == 1 ? load_f16x16((const uint16_t *)w + i) : load_bf16x16((const uint16_t *)w + i);
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) acc[t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr[t] + i), acc[t]);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr[t] + i), acc[t]);
     }
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
@@ -123,14 +124,20 @@ ZL_INLINE void dot4_float(const void *w, const void *x, size_t xs, int64_t n, fl
             __m256i h = _mm512_castsi512_si256(_mm512_maskz_loadu_epi16((__mmask32)m, (const uint16_t *)w + i));
             wv = kind == 1 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
         }
-        for (int t = 0; t < 4; t++) acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, xr[t] + i), acc[t]);
+        for (int t = 0; t < T; t++) acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, xr[t] + i), acc[t]);
     }
-    for (int t = 0; t < 4; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-static void dot4_f32(const void *w, const void *x, size_t xs, int64_t n, float *out) { dot4_float(w, x, xs, n, out, 0); }
-static void dot4_f16(const void *w, const void *x, size_t xs, int64_t n, float *out) { dot4_float(w, x, xs, n, out, 1); }
-static void dot4_bf16(const void *w, const void *x, size_t xs, int64_t n, float *out) { dot4_float(w, x, xs, n, out, 2); }
+/* T-token instantiations (T = 2, 3, 4, 8) of a kernel body taking (..., T) */
+#define ZL_DOTT_SET(name, body, ...)                                                                            \
+    static void name##2(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 2); } \
+    static void name##3(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 3); } \
+    static void name##4(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 4); } \
+    static void name##8(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 8); }
+ZL_DOTT_SET(dott_f32_, dotT_float, 0)
+ZL_DOTT_SET(dott_f16_, dotT_float, 1)
+ZL_DOTT_SET(dott_bf16_, dotT_float, 2)
 
 /* ---- Q8_0 · Q8_0 and Q4_0 · Q8_0 --------------------------------------- */
 /* Four blocks at a time.  A block row is not 64-byte friendly (18 or 34
@@ -432,16 +439,18 @@ ZL_INLINE float dot_q6_k_impl(const void *w, const void *x, int64_t n, const int
     return _mm512_reduce_add_ps(acc);
 }
 
-/* Q6_K, four tokens: the 6-bit codes and scale vectors are built once. */
-static void dot4_q6_k(const void *w, const void *x, size_t xs, int64_t n, float *out) {
+/* Q6_K, T tokens: the 6-bit codes and scale vectors are built once. */
+ZL_INLINE void dotT_q6_k(const void *w, const void *x, size_t xs, int64_t n, float *out, int unused, const int T) {
+    (void)unused;
     const zl_block_q6_k *a = w;
     const int64_t nb = n / ZL_QK_K;
-    const zl_block_q8_k *b[4];
-    for (int t = 0; t < 4; t++) b[t] = (const zl_block_q8_k *)((const uint8_t *)x + (size_t)t * xs);
+    const zl_block_q8_k *b[8];
+    for (int t = 0; t < T; t++) b[t] = (const zl_block_q8_k *)((const uint8_t *)x + (size_t)t * xs);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
     const __m512i idx0 = load_idx(k_idx_q6[0]), idx1 = load_idx(k_idx_q6[1]);
     const __m512i idx2 = load_idx(k_idx_q6[2]), idx3 = load_idx(k_idx_q6[3]);
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 acc[8];
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
         const __m512i sc16 = _mm512_castsi256_si512(s16);
@@ -460,8 +469,8 @@ static void dot4_q6_k(const void *w, const void *x, size_t xs, int64_t n, float 
         sv[2] = _mm512_permutexvar_epi16(idx2, sc16);
         sv[3] = _mm512_permutexvar_epi16(idx3, sc16);
         const float d = h2f(a[i].d);
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) {
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
             const zl_block_q8_k *bt = b[t] + i;
             __m512i sumi = _mm512_setzero_si512();
             for (int k = 0; k < 4; k++)
@@ -472,8 +481,10 @@ static void dot4_q6_k(const void *w, const void *x, size_t xs, int64_t n, float 
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(bt->d * d), acc[t]);
         }
     }
-    for (int t = 0; t < 4; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
+ZL_DOTT_SET(dott_q6_k_, dotT_q6_k, 0)
+#undef ZL_DOTT_SET
 
 /* ---- instantiations ----------------------------------------------------- */
 
@@ -529,15 +540,22 @@ zl_dot_fn zl_dot_fn_avx512(zl_type t) {
     return zl_dot_fn_avx512_variant(t, zl_cpu_get()->avx512vnni, cpu_has_vbmi());
 }
 
-zl_dot4_fn zl_dot4_fn_avx512(zl_type t) {
+zl_dot4_fn zl_dotT_fn_avx512(zl_type t, int T) {
+#define ZL_PICK_T(base)                                                                           \
+    return T == 2 ? base##2 : T == 3 ? base##3 : T == 4 ? base##4 : T == 8 ? base##8 : NULL
     switch (t) {
-    case ZL_TYPE_F32: return dot4_f32;
-    case ZL_TYPE_F16: return dot4_f16;
-    case ZL_TYPE_BF16: return dot4_bf16;
-    case ZL_TYPE_Q6_K: return zl_cpu_get()->avx512vnni ? dot4_q6_k : NULL;
+    case ZL_TYPE_F32: ZL_PICK_T(dott_f32_);
+    case ZL_TYPE_F16: ZL_PICK_T(dott_f16_);
+    case ZL_TYPE_BF16: ZL_PICK_T(dott_bf16_);
+    case ZL_TYPE_Q6_K:
+        if (!zl_cpu_get()->avx512vnni) return NULL;
+        ZL_PICK_T(dott_q6_k_);
     default: return NULL;
     }
+#undef ZL_PICK_T
 }
+
+zl_dot4_fn zl_dot4_fn_avx512(zl_type t) { return zl_dotT_fn_avx512(t, 4); }
 
 #define ZL_SET_T(out, base, vbmi)                                        \
     do {                                                                  \
@@ -650,6 +668,7 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
 }
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out) { (void)t; (void)out; return 0; }
 zl_dot4_fn zl_dot4_fn_avx512(zl_type t) { (void)t; return NULL; }
+zl_dot4_fn zl_dotT_fn_avx512(zl_type t, int T) { (void)t; (void)T; return NULL; }
 zl_quant_fn zl_quant_fn_avx512(zl_type partner) { (void)partner; return NULL; }
 
 #endif

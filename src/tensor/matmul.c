@@ -232,6 +232,10 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
         dj.dotk[2] = pk_used.dot2;
         dj.dotk[3] = pk_used.dot3;
         dj.dotk[8] = pk_used.dot8;
+    } else if (dot4 && avx512 && zl_dot_fn_avx512(W->type) && zl_dotT_fn_avx512(W->type, 4) == dot4) {
+        dj.dotk[2] = zl_dotT_fn_avx512(W->type, 2);
+        dj.dotk[3] = zl_dotT_fn_avx512(W->type, 3);
+        dj.dotk[8] = zl_dotT_fn_avx512(W->type, 8);
     }
     zl_pool_run(pool, dot_rows, &dj);
     return;

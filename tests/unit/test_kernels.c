@@ -563,6 +563,25 @@ Test(vec_dot, four_token_kernels) {
                 REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s n=%ld tok %d: got %.9g ref %.9g", tname(t), (long)n,
                         k, out[k], r);
             }
+            if (level == ZL_ISA_AVX512) {
+                /* 2, 3, 4 and 8 tokens: each bit-identical to the level's one-token kernel */
+                uint8_t *x8 = malloc(8 * xs);
+                for (int k = 0; k < 8; k++) random_partner_row(p, x8 + k * xs, n);
+                zl_dot_fn one = zl_dot_fn_avx512(t);
+                int Ts[4] = {2, 3, 4, 8};
+                for (int ti2 = 0; ti2 < 4; ti2++) {
+                    zl_dot4_fn g = zl_dotT_fn_avx512(t, Ts[ti2]);
+                    cr_assert(g, "%s: no %d-token kernel", tname(t), Ts[ti2]);
+                    float many[8];
+                    g(w, x8, xs, n, many);
+                    for (int k = 0; k < Ts[ti2]; k++) {
+                        float o = one(w, x8 + k * xs, n);
+                        REQUIRE(memcmp(&o, &many[k], sizeof o) == 0, "%s dot%d n=%ld tok %d: %.9g vs one-token %.9g",
+                                tname(t), Ts[ti2], (long)n, k, many[k], o);
+                    }
+                }
+                free(x8);
+            }
             free(w);
             free(x);
         }

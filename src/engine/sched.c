@@ -70,6 +70,7 @@ struct zl_sched {
     zl_job **running; /* n_parallel slots, NULL = free */
     int n_running;
     long long steps;
+    unsigned long long progress; /* bumped with every broadcast of out_cv (zl_sched_wait_since) */
     long long kv_used;
     unsigned long long ring_drafted, ring_accepted, kv_evicted;
     long long kv_anchor_tokens;
@@ -181,14 +182,40 @@ int zl_sched_submit(zl_sched *s, zl_job *j) {
     return 0;
 }
 
+static void deadline(struct timespec *ts, int timeout_ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    ts->tv_sec += timeout_ms / 1000 + ts->tv_nsec / 1000000000L;
+    ts->tv_nsec %= 1000000000L;
+}
+
+/* Under s->mu: wake every reader. */
+static void sched_notify(zl_sched *s) {
+    s->progress++;
+    pthread_cond_broadcast(&s->out_cv);
+}
+
 void zl_sched_wait(zl_sched *s, int timeout_ms) {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    ts.tv_sec += timeout_ms / 1000 + ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
+    deadline(&ts, timeout_ms);
     pthread_mutex_lock(&s->mu);
     pthread_cond_timedwait(&s->out_cv, &s->mu, &ts);
+    pthread_mutex_unlock(&s->mu);
+}
+
+unsigned long long zl_sched_progress(zl_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    unsigned long long p = s->progress;
+    pthread_mutex_unlock(&s->mu);
+    return p;
+}
+
+void zl_sched_wait_since(zl_sched *s, unsigned long long seen, int timeout_ms) {
+    struct timespec ts;
+    deadline(&ts, timeout_ms);
+    pthread_mutex_lock(&s->mu);
+    while (s->progress == seen)
+        if (pthread_cond_timedwait(&s->out_cv, &s->mu, &ts)) break;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -639,7 +666,7 @@ static void *sched_main(void *arg) {
             pthread_cond_wait(&s->work_cv, &s->mu);
             continue;
         }
-        if (n_dead) pthread_cond_broadcast(&s->out_cv);
+        if (n_dead) sched_notify(s);
         pthread_mutex_unlock(&s->mu);
         /* free the KV now: a finished job may still be read for a while */
         for (int i = 0; i < n_dead; i++) {
@@ -685,7 +712,7 @@ static void *sched_main(void *arg) {
             }
         s->kv_used = used;
         s->kv_anchor_tokens = anchors;
-        pthread_cond_broadcast(&s->out_cv);
+        sched_notify(s);
         if (s->stop) {
             for (int i = 0; i < np; i++)
                 if (s->running[i]) job_finish(s, s->running[i], ZL_FINISH_CANCEL);
@@ -700,7 +727,7 @@ static void *sched_main(void *arg) {
     }
     s->q_tail = NULL;
     s->n_waiting = 0;
-    pthread_cond_broadcast(&s->out_cv);
+    sched_notify(s);
     pthread_mutex_unlock(&s->mu);
     free(admitted);
     free(dead);

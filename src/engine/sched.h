@@ -152,6 +152,11 @@ void zl_job_cancel(zl_job *j);
 /* Wait until some job made progress (any job: the signal is shared) or
  * timeout_ms passed.  Then read jobs with zl_job_read under no lock. */
 void zl_sched_wait(zl_sched *s, int timeout_ms);
+/* The same without a lost wake-up: take the progress counter BEFORE reading
+ * the jobs; zl_sched_wait_since returns at once if the engine made progress
+ * since (the counter moved), else at the next progress or after timeout_ms. */
+unsigned long long zl_sched_progress(zl_sched *s);
+void zl_sched_wait_since(zl_sched *s, unsigned long long seen, int timeout_ms);
 
 /* Snapshot of a job's progress: copies tokens [from, n) into *dst (up to
  * cap) and returns how many were copied; *finished gets the finish reason

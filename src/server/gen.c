@@ -22,6 +22,7 @@ static size_t stop_prefix_suffix(const zl_gen *g, const char *h, size_t n) {
     size_t best = 0;
     for (int i = 0; i < g->p.n_stops; i++) {
         size_t sl = strlen(g->stops[i]);
+        if (!sl) continue;
         size_t k = sl - 1 < n ? sl - 1 : n;
         for (; k > best; k--)
             if (!memcmp(h + n - k, g->stops[i], k)) { best = k; break; }
@@ -29,20 +30,52 @@ static size_t stop_prefix_suffix(const zl_gen *g, const char *h, size_t n) {
     return best;
 }
 
+/* Append a token's text to the held-back text and release what can no
+ * longer be part of a stop sequence.  Matching runs over the held text
+ * preceded by the last (longest stop - 1) released bytes: text released in
+ * the normal way can never start a match, but text the stream_buffer bound
+ * forced out can, and a stop that completes there still ends the generation
+ * (the part already released stays sent, the rest is dropped). */
 static void gen_absorb(zl_gen *g, zl_gen_choice *c, const char *text, size_t len) {
     if (c->end) return;
     zl_buf_put(&c->held, text, len);
     if (!c->held.n) return;
-    /* earliest complete stop match */
+    if (!g->p.n_stops) {
+        gen_release(c, c->held.n);
+        return;
+    }
+    size_t lmax = 0;
+    for (int i = 0; i < g->p.n_stops; i++) {
+        size_t l = strlen(g->stops[i]);
+        lmax = l > lmax ? l : lmax;
+    }
+    size_t tail = lmax > 1 && c->text.n ? (lmax - 1 < c->text.n ? lmax - 1 : c->text.n) : 0;
+    char stackbuf[512], *win = stackbuf;
+    size_t wn = tail + c->held.n;
+    if (wn > sizeof stackbuf && !(win = malloc(wn))) {
+        win = c->held.p; /* out of memory: match in the held text only */
+        tail = 0;
+        wn = c->held.n;
+    } else {
+        memcpy(win, c->text.p + c->text.n - tail, tail);
+        memcpy(win + tail, c->held.p, c->held.n);
+    }
+    /* earliest complete stop match that ends in the held text */
     const char *hit = NULL;
     int which = -1;
     for (int i = 0; i < g->p.n_stops; i++) {
-        const char *f = memmem(c->held.p, c->held.n, g->stops[i], strlen(g->stops[i]));
+        size_t sl = strlen(g->stops[i]);
+        if (!sl) continue;
+        const char *f = memmem(win, wn, g->stops[i], sl);
+        while (f && (size_t)(f - win) + sl <= tail) /* ends in released text: not new */
+            f = memmem(f + 1, wn - (size_t)(f + 1 - win), g->stops[i], sl);
         if (f && (!hit || f < hit)) { hit = f; which = i; }
     }
+    size_t keep = hit ? 0 : stop_prefix_suffix(g, win, wn);
+    size_t pos = hit ? (size_t)(hit - win) : 0;
+    if (win != stackbuf && win != c->held.p) free(win);
     if (hit) {
-        size_t pos = (size_t)(hit - c->held.p);
-        zl_buf_put(&c->text, c->held.p, pos);
+        if (pos > tail) zl_buf_put(&c->text, c->held.p, pos - tail);
         c->held.n = 0;
         c->held_tokens = 0;
         c->toks_released = c->n_toks;
@@ -51,7 +84,7 @@ static void gen_absorb(zl_gen *g, zl_gen_choice *c, const char *text, size_t len
         zl_job_cancel(c->job);
         return;
     }
-    size_t keep = stop_prefix_suffix(g, c->held.p, c->held.n);
+    if (keep > c->held.n) keep = c->held.n; /* a stop may have begun in released text: hold everything */
     if (g->p.stream_buffer > 0 && c->held_tokens > g->p.stream_buffer) keep = 0;
     gen_release(c, c->held.n - keep);
 }
@@ -157,6 +190,8 @@ int zl_gen_poll(zl_gen *g, int timeout_ms) {
     if (done) return 1;
     int progressed = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
+        /* taken before reading, so a step that ends in between is not missed */
+        unsigned long long seen = zl_sched_progress(g->sched);
         done = 1;
         for (int i = 0; i < g->n; i++) {
             int before = g->ch[i].n_read;
@@ -165,7 +200,7 @@ int zl_gen_poll(zl_gen *g, int timeout_ms) {
             done &= g->ch[i].end != ZL_GEN_RUNNING;
         }
         if (done || progressed || attempt) break;
-        zl_sched_wait(g->sched, timeout_ms);
+        zl_sched_wait_since(g->sched, seen, timeout_ms);
     }
     if (done && !g->metrics_done) {
         g->metrics_done = 1;

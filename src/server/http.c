@@ -580,6 +580,10 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
         return zl_api_health(r);
     }
     if (!strcmp(u, "/v1/preheat")) return zl_api_preheat(r);
+    if (r->stream_buffer < 0 && (strstr(u, "completions") || !strcmp(u, "/v1/messages")))
+        return zl_reply_error(r, ZL_E_INVALID, "X-Zerolayer-Stream-Buffer",
+                              "X-Zerolayer-Stream-Buffer: expected a token count >= 0, got '%.64s'",
+                              MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-Stream-Buffer"));
     zl_verr ve = {{0}, {0}};
     json_t *body = zl_json_parse_body(r->body.p, r->body.n, &ve);
     if (!body) return zl_reply_error(r, ZL_E_INVALID, ve.param, "%s", ve.msg);
@@ -628,7 +632,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     const char *d = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Zerolayer-Diagnostic");
     r->diag_full = d && !strcasecmp(d, "full");
     const char *sb = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Zerolayer-Stream-Buffer");
-    if (sb) r->stream_buffer = atoi(sb);
+    if (sb) {
+        long v;
+        r->stream_buffer = ctl_int(sb, 0, 1 << 20, &v) ? -1 : (int)v; /* -1: rejected by dispatch */
+    }
     if (r->body.oom) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
     return dispatch(r, method);
 }

@@ -5,6 +5,7 @@
 // from the server's log), drives them with the SDKs and raw fetch, and exits
 // non-zero if any check fails.
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
@@ -51,6 +52,30 @@ async function metric(url, name) {
   const text = await (await fetch(url + '/metrics')).text();
   const m = text.match(new RegExp('^' + name + ' ([0-9.e+-]+)$', 'm'));
   return m ? Number(m[1]) : NaN;
+}
+
+// A raw streamed request over node:http: the SSE data events and the HTTP
+// trailers (fetch does not expose trailers).
+function rawStream(url, path, body, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url + path);
+    const req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: 'POST',
+      headers: { 'content-type': 'application/json', TE: 'trailers', ...headers } }, (res) => {
+      let buf = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { buf += d; });
+      res.on('end', () => {
+        const events = buf.split('\n\n').filter((e) => e.includes('data: ')).map((e) => {
+          const d = e.slice(e.indexOf('data: ') + 6);
+          return d === '[DONE]' ? d : JSON.parse(d);
+        });
+        resolve({ status: res.statusCode, headers: res.headers, trailers: res.trailers, events, raw: buf });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
 }
 
 const A = await startServer(['--parallel', '16', '--ctx', '512', '--max-body', '65536']);
@@ -342,6 +367,76 @@ try {
     for (const k of ['queue', 'prefill', 'decode', 'kv', 'sample']) assert.match(st, new RegExp(k + ';dur=[0-9.]+'));
     const j = await r.json();
     assert.ok(j.timings.prefill_ms >= 0 && j.timings.tokens_per_second >= 0);
+  });
+
+  await check('diagnostics: Server-Timing as an HTTP trailer on streamed responses (OpenAI and Anthropic)', async () => {
+    const keys = ['queue', 'prefill', 'decode', 'kv', 'sample'];
+    const o = await rawStream(A.url, '/v1/chat/completions', { messages: chatMsgs, max_tokens: 4, stream: true },
+      { 'X-Zerolayer-Diagnostic': 'full' });
+    assert.equal(o.status, 200);
+    assert.equal(o.headers['trailer'], 'Server-Timing');
+    assert.equal(o.events.at(-1), '[DONE]');
+    for (const k of keys) assert.match(o.trailers['server-timing'], new RegExp(k + ';dur=[0-9.]+'));
+    const a = await rawStream(A.url, '/v1/messages', { model: 'x', max_tokens: 4, stream: true, messages: [{ role: 'user', content: 'Hi' }] },
+      { 'X-Zerolayer-Diagnostic': 'full' });
+    assert.equal(a.status, 200);
+    assert.equal(a.events.at(-1).type, 'message_stop');
+    for (const k of keys) assert.match(a.trailers['server-timing'], new RegExp(k + ';dur=[0-9.]+'));
+    // without the diagnostic header: no trailer announced or sent
+    const plain = await rawStream(A.url, '/v1/chat/completions', { messages: chatMsgs, max_tokens: 2, stream: true });
+    assert.equal(plain.headers['trailer'], undefined);
+    assert.equal(plain.trailers['server-timing'], undefined);
+  });
+
+  await check('stream buffer: header / body field bound held tokens; a matched stop is never streamed', async () => {
+    // a stop of several tokens from the greedy story (multi-word, so it spans tokens)
+    const words = story.trim().split(' ');
+    const stop = ' ' + words.slice(5, 8).join(' ');
+    const cut = story.indexOf(stop);
+    assert.ok(cut > 0);
+    const q = { prompt: 'Once upon a time', max_tokens: 40, temperature: 0, stream: true, stop };
+    const texts = (r) => r.events.filter((e) => e !== '[DONE]' && e.choices?.length).map((e) => e.choices[0].text);
+    for (const [hdr, body] of [[{ 'X-Zerolayer-Stream-Buffer': '16' }, {}], [{}, { stream_buffer: 16 }], [{}, {}]]) {
+      const r = await rawStream(A.url, '/v1/completions', { ...q, ...body }, hdr);
+      assert.equal(r.status, 200);
+      const parts = texts(r);
+      assert.equal(parts.join(''), story.slice(0, cut));
+      assert.ok(!r.raw.includes(stop.trim()), 'the stop sequence was streamed');
+      assert.equal(r.events.filter((e) => e.choices?.[0]?.finish_reason).at(-1).choices[0].finish_reason, 'stop');
+    }
+    // a bound of one token, smaller than the stop: the stop still ends the stream and never arrives whole
+    const b1 = await rawStream(A.url, '/v1/completions', { ...q, stream_buffer: 1 });
+    const t1 = texts(b1).join('');
+    assert.ok(story.startsWith(t1) && t1.length < cut + stop.length && !t1.includes(stop));
+    assert.equal(b1.events.filter((e) => e.choices?.[0]?.finish_reason).at(-1).choices[0].finish_reason, 'stop');
+    // Anthropic: the header and stop_sequences
+    const am = await rawStream(A.url, '/v1/messages', { model: 'x', max_tokens: 40, temperature: 0, stream: true,
+      messages: [{ role: 'user', content: 'Tell me about a cat.' }] }, { 'X-Zerolayer-Stream-Buffer': '8' });
+    const atext = am.events.filter((e) => e.type === 'content_block_delta').map((e) => e.delta.text).join('');
+    const aw = atext.trim().split(' ');
+    assert.ok(aw.length > 6, atext);
+    {
+      const astop = ' ' + aw.slice(3, 5).join(' ');
+      const a2 = await rawStream(A.url, '/v1/messages', { model: 'x', max_tokens: 40, temperature: 0, stream: true,
+        stop_sequences: [astop], messages: [{ role: 'user', content: 'Tell me about a cat.' }] }, { 'X-Zerolayer-Stream-Buffer': '8' });
+      const t2 = a2.events.filter((e) => e.type === 'content_block_delta').map((e) => e.delta.text).join('');
+      assert.equal(t2, atext.slice(0, atext.indexOf(astop)));
+      assert.equal(a2.events.find((e) => e.type === 'message_delta').delta.stop_reason, 'stop_sequence');
+    }
+    // invalid values name the header / field
+    for (const v of ['-1', 'abc', '1.5']) {
+      const r = await fetch(A.url + '/v1/completions', { method: 'POST', headers: { 'X-Zerolayer-Stream-Buffer': v },
+        body: JSON.stringify({ prompt: 'x', max_tokens: 1 }) });
+      assert.equal(r.status, 400);
+      assert.equal((await r.json()).error.param, 'X-Zerolayer-Stream-Buffer');
+    }
+    const rb = await fetch(A.url + '/v1/completions', { method: 'POST', body: JSON.stringify({ prompt: 'x', max_tokens: 1, stream_buffer: -2 }) });
+    assert.equal(rb.status, 400);
+    assert.equal((await rb.json()).error.param, 'stream_buffer');
+    const ra = await fetch(A.url + '/v1/messages', { method: 'POST', headers: { 'X-Zerolayer-Stream-Buffer': 'x' },
+      body: JSON.stringify({ model: 'x', max_tokens: 1, messages: [{ role: 'user', content: 'Hi' }] }) });
+    assert.equal(ra.status, 400);
+    assert.equal((await ra.json()).error.type, 'invalid_request_error');
   });
 
   await check('tokenize / detokenize round trip, health, preheat', async () => {

@@ -147,6 +147,137 @@ Test(gen, stop_sequences_are_held_back_and_cut, .init = setup, .fini = teardown)
     free(cut2);
 }
 
+/* ---- X-Zerolayer-Stream-Buffer: the bound on held-back tokens ----
+ * A scheduler that sleeps 15 ms after each step, so that polling after every
+ * step sees the state after (nearly) every token. */
+static zl_sched *g_slow;
+
+static void setup_slow(void) {
+    setup();
+    zl_sched_opts so = {.n_parallel = 2, .max_queue = 8, .n_ctx = 256, .step_tokens = 64, .debug_step_ms = 15};
+    cr_assert_eq(zl_sched_new(&g_slow, g_llm, &so, NULL), 0);
+}
+static void teardown_slow(void) {
+    zl_sched_free(g_slow);
+    teardown();
+}
+
+typedef struct {
+    char *text;     /* final released text */
+    int end, n_tokens;
+    int max_held;   /* most tokens seen not yet fully released at a poll (with off[]) */
+    size_t max_len; /* most released bytes seen at a poll */
+    int32_t ids[64];
+    int n_ids;
+} sb_run;
+
+/* Greedy "Once upon a time" for 40 tokens with the given stops and bound;
+ * off (if given): byte offset in the unstopped text after each token count. */
+static void sb_generate(const char **stops, int n_stops, int bound, const size_t *off, sb_run *r) {
+    const char *prompt = "Once upon a time";
+    int32_t *ids = NULL;
+    size_t n = 0;
+    cr_assert_eq(zl_llm_tokenize(g_llm, prompt, strlen(prompt), 1, 0, &ids, &n, NULL), 0);
+    zl_gen_params p = {.sampling = {.temp = 0, .top_p = 1, .repeat_penalty = 1}, .max_tokens = 40, .n_logprobs = -1,
+                       .stops = stops, .n_stops = n_stops, .stream_buffer = bound};
+    int busy, ni = (int)n;
+    zl_gen *g = zl_gen_start(g_slow, &ids, &ni, 1, &p, zl_now_ms(), &busy);
+    cr_assert_not_null(g);
+    memset(r, 0, sizeof *r);
+    for (int done = 0; !done;) {
+        done = zl_gen_poll(g, 100);
+        zl_gen_choice *c = &g->ch[0];
+        if (c->text.n > r->max_len) r->max_len = c->text.n;
+        if (off && !done) {
+            int released = 0; /* tokens whose text is entirely released */
+            while (released < c->n_read && off[released + 1] <= c->text.n) released++;
+            if (c->n_read - released > r->max_held) r->max_held = c->n_read - released;
+        }
+    }
+    zl_gen_choice *c = &g->ch[0];
+    r->text = strndup(c->text.p ? c->text.p : "", c->text.n);
+    r->end = c->end;
+    r->n_tokens = c->n_tokens;
+    r->n_ids = c->n_toks < 64 ? c->n_toks : 64;
+    for (int i = 0; i < r->n_ids; i++) r->ids[i] = c->toks[i].id;
+    zl_gen_free(g);
+    free(ids);
+}
+
+Test(gen, stream_buffer_bounds_held_tokens_and_never_sends_a_stop, .init = setup_slow, .fini = teardown_slow,
+     .timeout = 120) {
+    sb_run full;
+    sb_generate(NULL, 0, 0, NULL, &full);
+    cr_assert_eq(full.end, ZL_GEN_LENGTH);
+    cr_assert_eq(full.n_ids, 40);
+    /* off[i]: bytes of the text after i tokens */
+    size_t off[41] = {0};
+    zl_stream *st;
+    cr_assert_eq(zl_stream_new(&st, g_llm, 0, NULL), 0);
+    for (int i = 0; i < 40; i++) {
+        size_t len;
+        zl_stream_feed(st, full.ids[i], &len);
+        off[i + 1] = off[i] + len;
+    }
+    zl_stream_free(st);
+    cr_assert_eq(off[40], strlen(full.text));
+    /* a 3-token span whose text first occurs where those tokens are */
+    int a = -1;
+    char stop[128];
+    for (int k = 10; k + 3 <= 36 && a < 0; k++) {
+        size_t l = off[k + 3] - off[k];
+        if (off[k + 1] == off[k] || off[k + 2] == off[k + 1] || off[k + 3] == off[k + 2] || l >= sizeof stop) continue;
+        memcpy(stop, full.text + off[k], l);
+        stop[l] = 0;
+        if (strstr(full.text, stop) == full.text + off[k]) a = k;
+    }
+    cr_assert_geq(a, 0, "no usable 3-token span in: %s", full.text);
+
+    /* 1. a stop that never completes (the span + a byte the model never
+     * emits) holds the span back; unbounded, more than 2 tokens are held at
+     * some point, with a bound of 2 never more than 2, and all text arrives */
+    char never[136];
+    snprintf(never, sizeof never, "%s\x01", stop);
+    const char *s_never[] = {never};
+    sb_run unb, b2;
+    sb_generate(s_never, 1, 0, off, &unb);
+    cr_expect_eq(unb.end, ZL_GEN_LENGTH);
+    cr_expect_str_eq(unb.text, full.text);
+    cr_expect_gt(unb.max_held, 2, "the stop prefix should hold > 2 tokens without a bound (held %d)", unb.max_held);
+    sb_generate(s_never, 1, 2, off, &b2);
+    cr_expect_eq(b2.end, ZL_GEN_LENGTH);
+    cr_expect_str_eq(b2.text, full.text);
+    cr_expect_leq(b2.max_held, 2, "stream_buffer 2 held %d tokens", b2.max_held);
+
+    /* 2. the stop itself, within the bound: no byte of it is ever released */
+    const char *s_stop[] = {stop};
+    for (int bound = 0; bound <= 3; bound += 3) {
+        sb_run m;
+        sb_generate(s_stop, 1, bound, off, &m);
+        cr_expect_eq(m.end, ZL_GEN_STOP, "bound %d", bound);
+        cr_expect_eq(strlen(m.text), off[a], "bound %d: %s", bound, m.text);
+        cr_expect_eq(strncmp(m.text, full.text, off[a]), 0);
+        cr_expect_leq(m.max_len, off[a], "bound %d: part of the stop was released", bound);
+        cr_expect_leq(m.max_held, bound ? bound : 40);
+        free(m.text);
+    }
+
+    /* 3. a bound smaller than the stop: part of it is released (the bound
+     * wins), but the stop still ends the generation and never appears whole */
+    sb_run m1;
+    sb_generate(s_stop, 1, 1, off, &m1);
+    cr_expect_eq(m1.end, ZL_GEN_STOP);
+    cr_expect_null(strstr(m1.text, stop), "the whole stop was sent: %s", m1.text);
+    cr_expect_lt(strlen(m1.text), off[a + 3]);
+    cr_expect_eq(strncmp(m1.text, full.text, strlen(m1.text)), 0);
+    cr_expect_leq(m1.n_tokens, a + 3);
+    cr_expect_leq(m1.max_held, 1);
+    free(m1.text);
+    free(unb.text);
+    free(b2.text);
+    free(full.text);
+}
+
 Test(sched, sixteen_concurrent_greedy_equal_alone, .init = setup, .fini = teardown) {
     const char *prompts[16] = {"Once upon a time", "The little dog", "Lily wanted", "One day, Tom", "The sun was",
                                "A big red ball", "Mom said", "The bird flew", "Sam and Sue", "In the park",

@@ -16,7 +16,7 @@ struct zl_sampler {
     int *hist;
     int n_hist, cap_hist;
     int *counts; /* scratch: occurrences of each token in the window */
-    float *pr;   /* scratch: probabilities of the sorted candidates */
+    float *pr;   /* scratch: quickselect, probabilities of the top-k candidates */
 };
 
 zl_sampler_params zl_sampler_defaults(void) {
@@ -128,46 +128,88 @@ static float kth_largest(zl_sampler *s, const float *logits, int k) {
     return a[want];
 }
 
-/* Build the filtered, sorted candidate list with softmax probabilities in .logit; returns count. */
+/* The candidates at or above the k-th largest logit, sorted (logit
+ * descending, id ascending): exactly the first m >= k entries of the fully
+ * sorted vocabulary.  Returns m. */
+static int top_sorted(zl_sampler *s, const float *logits, int k) {
+    int n = s->n_vocab;
+    if (k >= n) {
+        for (int i = 0; i < n; i++) s->c[i] = (cand){i, logits[i]};
+        qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand);
+        return n;
+    }
+    float kth = kth_largest(s, logits, k);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (logits[i] >= kth) s->c[m++] = (cand){i, logits[i]};
+    qsort(s->c, (size_t)m, sizeof *s->c, cmp_cand);
+    return m;
+}
+
+/* Build the filtered candidate list with softmax probabilities in .logit;
+ * returns the count.  The vocabulary is only sorted as far as a filter needs
+ * it: top-k sorts its k survivors, top-p sorts a growing head of the
+ * distribution until the head holds top_p of the mass; without either the
+ * candidates stay in id order (a full sort of a 32k vocabulary per token
+ * cost milliseconds, on the engine thread, for every stream of a batch).
+ * The kept set and its probabilities do not depend on the order; the draw
+ * walks the list in its order. */
 static int filter(zl_sampler *s, const float *logits) {
     const zl_sampler_params *p = &s->p;
     int n = s->n_vocab;
-    for (int i = 0; i < n; i++) s->c[i] = (cand){i, logits[i]};
     int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
-    if (k < n) {
-        /* keep only candidates at or above the k-th largest logit before sorting */
-        float kth = kth_largest(s, logits, k);
-        int m = 0;
-        for (int i = 0; i < n; i++)
-            if (logits[i] >= kth) s->c[m++] = (cand){i, logits[i]};
-        qsort(s->c, (size_t)m, sizeof *s->c, cmp_cand);
-        n = k < m ? k : m;
-    } else {
-        qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand);
-    }
-    /* softmax over the survivors (temperature is applied after the filters) */
-    float mx = s->c[0].logit;
-    double sum = 0;
     float *pr = s->pr;
-    for (int i = 0; i < n; i++) { pr[i] = expf(s->c[i].logit - mx); sum += pr[i]; }
-    if (p->top_p < 1.0f) {
-        double cum = 0;
-        int keep = n;
-        for (int i = 0; i < n; i++) {
-            cum += pr[i] / sum;
-            if (cum >= p->top_p) { keep = i + 1; break; }
+    float mx;
+    if (k < n) {
+        /* keep only candidates at or above the k-th largest logit */
+        int m = top_sorted(s, logits, k);
+        n = k < m ? k : m;
+        mx = s->c[0].logit;
+        if (p->top_p < 1.0f) {
+            double sum = 0;
+            for (int i = 0; i < n; i++) { pr[i] = expf(s->c[i].logit - mx); sum += pr[i]; }
+            double cum = 0;
+            for (int i = 0; i < n; i++) {
+                cum += pr[i] / sum;
+                if (cum >= p->top_p) { n = i + 1; break; }
+            }
         }
-        n = keep;
+    } else if (p->top_p < 1.0f) {
+        /* the whole vocabulary's mass, then sorted heads of growing size */
+        mx = logits[0];
+        for (int i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+        double sum = 0;
+        for (int i = 0; i < n; i++) sum += expf(logits[i] - mx);
+        int head = 64;
+        for (;;) {
+            int m = top_sorted(s, logits, head < n ? head : n), keep = 0;
+            double cum = 0;
+            for (int i = 0; i < m && !keep; i++) {
+                cum += expf(s->c[i].logit - mx) / sum;
+                if (cum >= p->top_p) keep = i + 1;
+            }
+            if (keep || m >= n) { n = keep ? keep : m; break; }
+            head *= 4;
+        }
+    } else {
+        for (int i = 0; i < n; i++) s->c[i] = (cand){i, logits[i]};
+        mx = logits[0];
+        for (int i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
     }
     if (p->min_p > 0.0f) {
-        float thr = p->min_p * pr[0];
-        int keep = 1;
-        while (keep < n && pr[keep] >= thr) keep++;
-        n = keep;
+        /* relative to the most likely token (probability ratio exp(l - mx));
+         * that token itself always stays (the first of equal maxima) */
+        int m = 0, top = 0;
+        for (int i = 0; i < n; i++) {
+            int first_max = !top && s->c[i].logit == mx;
+            top |= first_max;
+            if (first_max || expf(s->c[i].logit - mx) >= p->min_p) s->c[m++] = s->c[i];
+        }
+        n = m;
     }
     /* temperature + final softmax */
     float t = p->temp;
-    sum = 0;
+    double sum = 0;
     for (int i = 0; i < n; i++) {
         float e = expf((s->c[i].logit - mx) / t);
         s->c[i].logit = e;

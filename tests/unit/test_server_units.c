@@ -1,12 +1,16 @@
 /* test_server_units.c — server pieces that need no socket: chat templates,
  * request-body validation (field names in errors, invalid UTF-8 located),
  * the stop-sequence hold-back of gen.c driven through a real scheduler on
- * stories260K, the metrics text format, and batching invariance at the
- * scheduler level (16 concurrent greedy jobs = each alone). */
+ * stories260K, the metrics text format, batching invariance at the
+ * scheduler level (16 concurrent greedy jobs = each alone), and the
+ * sampler's filters against a fully sorted reference (the engine thread
+ * samples every stream of a batch: its filters sort only what they need). */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode/sampler.h"
 #include "engine/sched.h"
 #include "server/chat_template.h"
 #include "server/gen.h"
@@ -380,4 +384,77 @@ Test(metrics, exposition_format) {
         cr_expect(*end == 0 || !strcmp(sp + 1, "+Inf"), "%s", line);
     }
     zl_buf_free(&b);
+}
+
+/* ---- sampler filters = the fully sorted reference ---- */
+typedef struct { int id; float l; } ref_cand;
+static int ref_cmp(const void *a, const void *b) {
+    const ref_cand *x = a, *y = b;
+    if (x->l != y->l) return x->l < y->l ? 1 : -1;
+    return x->id - y->id;
+}
+
+/* top-k -> top-p -> min-p -> temperature over the vocabulary sorted by
+ * (logit desc, id asc), in double */
+static void ref_probs(const float *l, int n, const zl_sampler_params *p, double *out) {
+    ref_cand *c = malloc((size_t)n * sizeof *c);
+    for (int i = 0; i < n; i++) c[i] = (ref_cand){i, l[i]};
+    qsort(c, (size_t)n, sizeof *c, ref_cmp);
+    int m = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+    double mx = c[0].l, z = 0;
+    for (int i = 0; i < m; i++) z += exp(c[i].l - mx);
+    if (p->top_p < 1) {
+        double cum = 0;
+        for (int i = 0; i < m; i++) {
+            cum += exp(c[i].l - mx) / z;
+            if (cum >= p->top_p) { m = i + 1; break; }
+        }
+    }
+    if (p->min_p > 0) {
+        int k = 1;
+        while (k < m && exp(c[k].l - mx) >= p->min_p) k++;
+        m = k;
+    }
+    double zt = 0;
+    for (int i = 0; i < m; i++) zt += exp((c[i].l - mx) / p->temp);
+    for (int i = 0; i < n; i++) out[i] = 0;
+    for (int i = 0; i < m; i++) out[c[i].id] = exp((c[i].l - mx) / p->temp) / zt;
+    free(c);
+}
+
+Test(sampler_filters, equal_the_sorted_reference) {
+    enum { N = 3000 };
+    static float base[N], l[N], pr[N];
+    static double want[N];
+    uint64_t x = 7;
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        base[i] = (float)((x >> 40) % 4000) / 500.0f; /* coarse: many exact ties */
+    }
+    const int ks[] = {0, 1, 40, 2999};
+    const float ps[] = {1.0f, 0.95f, 0.5f, 0.01f}, mps[] = {0.0f, 0.05f, 0.5f};
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 3; c++) {
+                zl_sampler_params p = {0.7f, ks[a], ps[b], mps[c], 1.0f, 64, 0.0f, 0.0f, 1};
+                zl_sampler *s = zl_sampler_new(&p, N);
+                memcpy(l, base, sizeof l);
+                zl_sampler_probs(s, l, pr);
+                ref_probs(base, N, &p, want);
+                int kept = 0, want_kept = 0;
+                for (int i = 0; i < N; i++) {
+                    kept += pr[i] > 0;
+                    want_kept += want[i] > 0;
+                    cr_assert_float_eq(pr[i], want[i], 1e-6, "top_k %d top_p %.2f min_p %.2f: token %d %g vs %g",
+                                       p.top_k, p.top_p, p.min_p, i, pr[i], want[i]);
+                }
+                cr_assert_eq(kept, want_kept, "top_k %d top_p %.2f min_p %.2f", p.top_k, p.top_p, p.min_p);
+                /* draws come from the kept set */
+                for (int d = 0; d < 50; d++) {
+                    memcpy(l, base, sizeof l);
+                    int t = zl_sampler_sample(s, l);
+                    cr_assert(want[t] > 0, "drew filtered token %d", t);
+                }
+                zl_sampler_free(s);
+            }
 }

@@ -49,6 +49,8 @@ typedef struct zl_prep_kernel {
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out);
 int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out);
 int zl_prep_kernel_avx2(zl_type t, zl_prep_kernel *out);
+/* Q4_0 with one block per int32 lane (kernels_q4l_avx512.c); needs VNNI and VBMI. */
+void zl_prep_kernel_q4l_avx512(zl_prep_kernel *out);
 
 /* Fast activation quantiser for the dot partners (Q8_0, Q8_1, Q8_K) or NULL. */
 typedef void (*zl_quant_fn)(const float *x, void *dst, int64_t n);

@@ -99,10 +99,17 @@ int zl_pcache_lookup(zl_pcache *c, const char *tenant, const int32_t *ids, int n
         if (strcmp(e->tenant, tenant)) continue;
         int m = nb < e->n_blocks ? nb : e->n_blocks, b = 0;
         while (b < m && e->chain[b] == q[b]) b++;
+        if (!b) continue; /* not even one block in common */
         int got = b * c->block;
-        if (got <= best_n) continue;
-        got = lcp(e->tokens, got, ids, got) / c->block * c->block; /* trust tokens, not hashes */
-        if (got > best_n) { best = e; best_n = got; }
+        /* trust tokens, not hashes; then reuse up to the exact first
+         * difference (a new turn rarely starts on a block boundary), below
+         * the last prompt token, which is evaluated for fresh logits */
+        int v = lcp(e->tokens, got, ids, got);
+        if (v == got) {
+            int lim = e->n < n - 1 ? e->n : n - 1;
+            v += lcp(e->tokens + v, lim - v, ids + v, lim - v);
+        }
+        if (v > best_n) { best = e; best_n = v; }
     }
     int reused = 0;
     if (best && best_n > 0) {

@@ -139,7 +139,7 @@ try {
       assert.equal(a.json.choices[0].message.content, r.json.choices[0].message.content);
       const c = a.json.usage.prompt_tokens_details.cached_tokens;
       if (i === 0) assert.equal(c, 0);
-      else { assert.ok(c >= 16 && c % 16 === 0 && c < a.json.usage.prompt_tokens, `cached ${c}`); }
+      else { assert.ok(c >= 16 && c < a.json.usage.prompt_tokens, `cached ${c}`); } // exact shared prefix, found by 16-token blocks
     }
     const am = await msg(A.url, [{ role: 'user', content: QUESTIONS[0] }], { system: SYS, metadata: { user_id: u } });
     assert.ok(am.json.usage.cache_read_input_tokens > 0);

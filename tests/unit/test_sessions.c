@@ -101,7 +101,7 @@ Test(seq_copy, prefix_then_rest_equals_straight, .init = setup, .fini = teardown
     free(ids);
 }
 
-Test(prefix_cache, tenant_isolated_block_granular, .init = setup, .fini = teardown) {
+Test(prefix_cache, tenant_isolated_exact_prefix, .init = setup, .fini = teardown) {
     int32_t *ids;
     int n = tokenize("Once upon a time there was a little girl named Lily. She loved to play outside in the sun "
                      "with her friends every day.", &ids);
@@ -116,16 +116,22 @@ Test(prefix_cache, tenant_isolated_block_granular, .init = setup, .fini = teardo
     cr_assert_eq(zl_seq_new(&d, g_llm, &so, NULL), 0);
     cr_expect_eq(zl_pcache_lookup(pc, "user:bob", ids, n, d), 0);
     cr_expect_eq(zl_pcache_lookup(pc, "user:alic", ids, n, d), 0);
+    /* found by whole blocks, reused up to the exact first difference (here:
+     * all but the last prompt token, which is evaluated for its logits) */
     int got = zl_pcache_lookup(pc, "user:alice", ids, n, d);
-    cr_expect_eq(got, (n - 1) / 16 * 16);
+    cr_expect_eq(got, n - 1);
     cr_expect_eq(zl_seq_n_past(d), got);
-    /* a prompt that diverges at token 20 reuses one block */
+    /* a prompt that diverges at token 20 reuses exactly the 20 tokens before it */
     ids[20] = ids[20] == 5 ? 6 : 5;
-    cr_expect_eq(zl_pcache_lookup(pc, "user:alice", ids, n, d), 16);
+    cr_expect_eq(zl_pcache_lookup(pc, "user:alice", ids, n, d), 20);
+    cr_expect_eq(zl_seq_n_past(d), 20);
+    /* ... and one that diverges inside the first block reuses nothing */
+    ids[3] = ids[3] == 5 ? 6 : 5;
+    cr_expect_eq(zl_pcache_lookup(pc, "user:alice", ids, n, d), 0);
     zl_pcache_stats st;
     zl_pcache_stats_get(pc, &st);
     cr_expect_eq(st.entries, 1);
-    cr_expect_eq(st.hit_tokens, (uint64_t)(got + 16));
+    cr_expect_eq(st.hit_tokens, (uint64_t)(got + 20));
     /* LRU by memory: a cache smaller than one entry keeps nothing */
     zl_pcache *tiny;
     cr_assert_eq(zl_pcache_new(&tiny, 1000, 16, NULL), 0);
@@ -171,7 +177,7 @@ Test(sessions, continuation_prefix_and_typing_ahead_equal_stateless, .init = set
     cr_assert_eq(run_job(ss, "t2", NULL, 0, full, nf, 24, out3, &cached), gr);
     cr_expect_eq(cached, 0);
     cr_assert_eq(run_job(ss, "t2", NULL, 0, full, nf, 24, out3, &cached), gr);
-    cr_expect_eq(cached, (nf - 1) / 16 * 16);
+    cr_expect_eq(cached, nf - 1);
     cr_expect_eq(memcmp(out3, ref2, (size_t)gr * sizeof *out3), 0);
     /* typing-ahead: prefill a partial, then the final prompt */
     cr_assert_eq(zl_sessions_create(ss, "s2", "t1", 0, NULL), ZL_SESS_OK);
@@ -203,6 +209,39 @@ Test(sessions, continuation_prefix_and_typing_ahead_equal_stateless, .init = set
     free(reply);
     free(p1);
     free(full);
+    zl_sessions_free(ss);
+}
+
+/* Fresh sequences come from the store's spare (made by its sweeper after a
+ * job ends, pages mapped ahead): prefix-cache hits and first session turns
+ * on it give the stateless tokens, turn after turn. */
+Test(sessions, spare_sequences_equal_stateless, .init = setup, .fini = teardown) {
+    zl_sessions *ss = store(60, 1 << 30, 64 << 20);
+    const char *base = "Once upon a time there was a little girl named Lily. She loved to play outside";
+    const char *tails[] = {" in the sun.", " with her dog.", " in the rain.", " with her friends every day."};
+    int32_t ref[64], out[64];
+    for (int r = 0; r < 8; r++) {
+        char text[512];
+        snprintf(text, sizeof text, "%s%s", base, tails[r % 4]);
+        int32_t *p;
+        int n = tokenize(text, &p);
+        int g = run_job(NULL, NULL, NULL, 0, p, n, 16, ref, NULL);
+        int cached = -1;
+        const char *sid = NULL;
+        char id[16];
+        if (r % 2) { /* a new session's first turn */
+            snprintf(id, sizeof id, "s%d", r);
+            cr_assert_eq(zl_sessions_create(ss, id, "t", 0, NULL), ZL_SESS_OK);
+            cr_assert_eq(zl_sessions_begin(ss, id, "t"), ZL_SESS_OK);
+            sid = id;
+        }
+        cr_assert_eq(run_job(ss, "t", sid, 0, p, n, 16, out, &cached), g);
+        if (sid) zl_sessions_end(ss, sid, NULL, 0);
+        cr_expect_eq(memcmp(out, ref, (size_t)g * sizeof *out), 0, "run %d", r);
+        if (r) cr_expect_gt(cached, 16, "run %d reused %d", r, cached);
+        usleep(150000); /* the sweeper maps the next spare */
+        free(p);
+    }
     zl_sessions_free(ss);
 }
 

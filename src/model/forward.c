@@ -229,10 +229,10 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
         zl_prefetch_layer(m->prefetch, l);
         /* attention block */
         for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, x + (size_t)i * dim, L->attn_norm, dim, hp->norm_eps);
-        if (n == 1 && !f->exact && (double)L->wq.rows * L->wq.cols >= ZL_PARALLEL_MIN_MACS) {
+        if (!f->exact && (double)L->wq.rows * L->wq.cols * n >= ZL_PARALLEL_MIN_MACS) {
             const zl_mat *W3[3] = {&L->wq, &L->wk, &L->wv};
             float *Y3[3] = {q, k, v};
-            zl_matmul_multi(W3, 3, xb, Y3, pool, &f->work);
+            zl_matmul_multi(W3, 3, xb, n, Y3, pool, &f->work);
         } else {
             matmul(f, &L->wq, xb, dim, n, q, qd, pool);
             matmul(f, &L->wk, xb, dim, n, k, kvd, pool);
@@ -258,10 +258,10 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
 
         /* feed-forward block: down(silu(gate(x)) * up(x)) */
         for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, x + (size_t)i * dim, L->ffn_norm, dim, hp->norm_eps);
-        if (n == 1 && !f->exact && (double)L->w_gate.rows * L->w_gate.cols >= ZL_PARALLEL_MIN_MACS) {
+        if (!f->exact && (double)L->w_gate.rows * L->w_gate.cols * n >= ZL_PARALLEL_MIN_MACS) {
             const zl_mat *W2[2] = {&L->w_gate, &L->w_up};
             float *Y2[2] = {h1, h3};
-            zl_matmul_multi(W2, 2, xb, Y2, pool, &f->work);
+            zl_matmul_multi(W2, 2, xb, n, Y2, pool, &f->work);
         } else {
             matmul(f, &L->w_gate, xb, dim, n, h1, ffn, pool);
             matmul(f, &L->w_up, xb, dim, n, h3, ffn, pool);

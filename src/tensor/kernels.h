@@ -55,9 +55,11 @@ float zl_vec_dot_isa(int isa, zl_type t, const void *wrow, const void *xrow, int
 void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy,
                zl_pool *pool, zl_work *work);
 
-/* Decode (one token): y[k] = W[k] x for up to 4 matrices with the same input
- * length, in ONE dispatch over their combined rows, quantising x once per
- * weight type (Q/K/V share the attention input, gate/up the FFN input). */
-void zl_matmul_multi(const zl_mat *const *W, int nm, const float *x, float *const *y, zl_pool *pool, zl_work *work);
+/* y[k] = W[k] x for up to 4 matrices with the same input length, n_tok rows
+ * of x (stride: the input length) and of each y[k] (stride: W[k]->rows), in
+ * ONE dispatch over their combined rows, quantising x once per weight type
+ * (Q/K/V share the attention input, gate/up the FFN input). */
+void zl_matmul_multi(const zl_mat *const *W, int nm, const float *x, int n_tok, float *const *y, zl_pool *pool,
+                     zl_work *work);
 
 #endif

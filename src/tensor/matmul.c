@@ -28,6 +28,7 @@
 
 #define ZL_WORK_ALIGN 64
 #define ZL_TILE_BYTES (96 * 1024) /* weight bytes per row tile when n_tok > 1 */
+#define ZL_MULTI_MAX 4            /* matrices per zl_matmul_multi call */
 
 void zl_work_free(zl_work *w) {
     if (!w) return;
@@ -91,6 +92,76 @@ float zl_vec_dot(zl_type t, const void *wrow, const void *xrow, int64_t n) {
 
 /* ------------------------------------------------------------------ */
 
+/* One matrix of a call: its kernels, its (quantised, maybe prepared) input
+ * rows and where its outputs go. */
+typedef struct {
+    const zl_mat *W;
+    zl_dot_fn dot;
+    zl_dot4_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2, 3, 4, 8), or NULL */
+    const uint8_t *xq;
+    size_t xq_stride;
+    float *y;
+    int64_t ldy;
+    long first; /* first row in the call's combined row numbering */
+} mm_part;
+
+typedef struct {
+    int nm, n_tok;
+    long total; /* rows of all matrices */
+    mm_part m[ZL_MULTI_MAX];
+} mm_job;
+
+/* rows [r0, r1) of one matrix for every token, widest kernel first: each
+ * weight row is read once per group of tokens */
+static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
+    const uint8_t *w = p->W->data;
+    const size_t rb = p->W->row_bytes;
+    const int64_t cols = p->W->cols;
+    if (n_tok == 1) {
+        for (int64_t r = r0; r < r1; r++) p->y[r] = p->dot(w + (size_t)r * rb, p->xq, cols);
+        return;
+    }
+    static const int widths[4] = {8, 4, 3, 2};
+    int t = 0;
+    for (int wi = 0; wi < 4; wi++) {
+        const int k = widths[wi];
+        zl_dot4_fn f = p->dotk[k];
+        if (!f) continue;
+        for (; t + k <= n_tok; t += k) {
+            const uint8_t *xt = p->xq + (size_t)t * p->xq_stride;
+            float *yt = p->y + (int64_t)t * p->ldy, out[8];
+            for (int64_t r = r0; r < r1; r++) {
+                f(w + (size_t)r * rb, xt, p->xq_stride, cols, out);
+                for (int q = 0; q < k; q++) yt[q * p->ldy + r] = out[q];
+            }
+        }
+    }
+    for (; t < n_tok; t++) {
+        const uint8_t *xt = p->xq + (size_t)t * p->xq_stride;
+        float *yt = p->y + (int64_t)t * p->ldy;
+        for (int64_t r = r0; r < r1; r++) yt[r] = p->dot(w + (size_t)r * rb, xt, cols);
+    }
+}
+
+/* Each thread takes a contiguous share of the combined rows; with several
+ * tokens it walks its share in tiles small enough to stay in cache and runs
+ * every token through a tile before the next, so weights stream from memory
+ * once per call. */
+static void mm_rows(void *ctx, int ith, int nth) {
+    const mm_job *j = ctx;
+    long b, e;
+    zl_split(j->total, ith, nth, &b, &e);
+    for (int k = 0; k < j->nm && b < e; k++) {
+        const mm_part *p = &j->m[k];
+        long lo = p->first, hi = lo + (long)p->W->rows;
+        if (e <= lo || b >= hi) continue;
+        int64_t r = (b > lo ? b : lo) - lo, re = (e < hi ? e : hi) - lo;
+        int64_t tile = j->n_tok == 1 ? re - r : (int64_t)(ZL_TILE_BYTES / (p->W->row_bytes ? p->W->row_bytes : 1));
+        if (tile < 1) tile = 1;
+        for (; r < re; r += tile) part_rows(p, j->n_tok, r, r + tile < re ? r + tile : re);
+    }
+}
+
 typedef struct {
     const float *x;
     int64_t ldx, cols;
@@ -117,59 +188,101 @@ static void quant_rows(void *ctx, int ith, int nth) {
     }
 }
 
-typedef struct {
-    const zl_mat *W;
-    zl_dot_fn dot;
-    zl_dot4_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2, 3, 4, 8), or NULL */
-    const uint8_t *xq;
-    size_t xq_stride;
-    int n_tok;
-    float *y;
-    int64_t ldy;
-    int64_t tile; /* rows per tile (n_tok > 1) */
-} dot_job;
+/* Below this many tokens the activations are quantised on the calling thread:
+ * a dispatch costs more than the work. */
+#define ZL_QUANT_PARALLEL_MIN 16
 
-static void dot_rows(void *ctx, int ith, int nth) {
-    const dot_job *j = ctx;
-    const uint8_t *w = j->W->data;
-    const size_t rb = j->W->row_bytes;
-    const int64_t cols = j->W->cols;
-    if (j->n_tok == 1) {
-        long b, e;
-        zl_split((long)j->W->rows, ith, nth, &b, &e);
-        for (long r = b; r < e; r++) j->y[r] = j->dot(w + (size_t)r * rb, j->xq, cols);
-        return;
+typedef struct { /* how one weight type reads its input */
+    zl_dot_fn dot;
+    zl_dot4_fn dotk[9];
+    zl_type partner;
+    int prep;
+    zl_prep_kernel pk;
+    size_t qstride, pstride; /* 0 when the input is read as f32 */
+} mm_plan;
+
+static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
+    memset(pl, 0, sizeof *pl);
+    pl->partner = zl_dot_partner(t);
+    pl->dot = pick_dot(isa, t);
+    size_t xrow = zl_row_size(pl->partner, cols);
+    if (!pl->dot || !xrow || zl_row_size(t, cols) == 0) return 0;
+    int avx512 = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512);
+    pl->dotk[4] = pick_dot4(isa, t);
+    if (avx512 && zl_dot_fn_avx512(t) && pl->dotk[4] && zl_dotT_fn_avx512(t, 4) == pl->dotk[4]) {
+        pl->dotk[2] = zl_dotT_fn_avx512(t, 2);
+        pl->dotk[3] = zl_dotT_fn_avx512(t, 3);
+        pl->dotk[8] = zl_dotT_fn_avx512(t, 8);
     }
-    /* never fewer tiles than threads, or some threads would sit idle */
-    int64_t tile = j->tile, per_thread = (j->W->rows + nth - 1) / nth;
-    if (tile > per_thread) tile = per_thread;
-    long n_tiles = (long)((j->W->rows + tile - 1) / tile), tb, te;
-    zl_split(n_tiles, ith, nth, &tb, &te);
-    for (long tl = tb; tl < te; tl++) {
-        int64_t r0 = tl * tile, r1 = r0 + tile;
-        if (r1 > j->W->rows) r1 = j->W->rows;
-        int t = 0;
-        /* widest kernel first: each weight row is read once per group of tokens */
-        static const int widths[4] = {8, 4, 3, 2};
-        for (int wi = 0; wi < 4; wi++) {
-            const int k = widths[wi];
-            zl_dot4_fn f = j->dotk[k];
-            if (!f) continue;
-            for (; t + k <= j->n_tok; t += k) {
-                const uint8_t *xt = j->xq + (size_t)t * j->xq_stride;
-                float *yt = j->y + (int64_t)t * j->ldy, out[8];
-                for (int64_t r = r0; r < r1; r++) {
-                    f(w + (size_t)r * rb, xt, j->xq_stride, cols, out);
-                    for (int q = 0; q < k; q++) yt[q * j->ldy + r] = out[q];
-                }
-            }
-        }
-        for (; t < j->n_tok; t++) {
-            const uint8_t *xt = j->xq + (size_t)t * j->xq_stride;
-            float *yt = j->y + (int64_t)t * j->ldy;
-            for (int64_t r = r0; r < r1; r++) yt[r] = j->dot(w + (size_t)r * rb, xt, cols);
-        }
+    if (pl->partner == ZL_TYPE_F32) return 1;
+    pl->prep = avx512 && zl_prep_kernel_avx512(t, &pl->pk);
+    if (!pl->prep && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(t)))
+        pl->prep = zl_prep_kernel_avx2(t, &pl->pk);
+    pl->qstride = round_up(xrow, ZL_WORK_ALIGN);
+    if (pl->prep) {
+        pl->pstride = round_up(pl->pk.size(cols), ZL_WORK_ALIGN);
+        pl->dot = pl->pk.dot;
+        pl->dotk[2] = pl->pk.dot2;
+        pl->dotk[3] = pl->pk.dot3;
+        pl->dotk[4] = pl->pk.dot4;
+        pl->dotk[8] = pl->pk.dot8;
     }
+    return 1;
+}
+
+/* y[k][i*ldy[k] + r] = W[k] row r · x row i, for nm matrices sharing x: the
+ * input is quantised (and prepared) once per weight type, then one dispatch
+ * covers every row of every matrix.  Returns 0 (and touches nothing) when a
+ * type is unsupported or scratch cannot be had. */
+static int matmul_run(const zl_mat *const *W, int nm, const float *x, int64_t ldx, int n_tok, float *const *y,
+                      const int64_t *ldy, zl_pool *pool, zl_work *work) {
+    int isa = zl_cpu_isa();
+    mm_plan plan[ZL_MULTI_MAX];
+    int same_as[ZL_MULTI_MAX];
+    size_t off[ZL_MULTI_MAX], need = 0;
+    for (int k = 0; k < nm; k++) {
+        same_as[k] = -1;
+        for (int i = 0; i < k; i++)
+            if (W[i]->type == W[k]->type && W[i]->cols == W[k]->cols) { same_as[k] = i; break; }
+        off[k] = need;
+        if (same_as[k] >= 0) continue;
+        if (!plan_type(isa, W[k]->type, W[k]->cols, &plan[k])) return 0;
+        need += (plan[k].qstride + plan[k].pstride) * (size_t)n_tok;
+    }
+    uint8_t *buf = need ? work_reserve(work, need) : NULL;
+    if (need && !buf) return 0;
+    mm_job j = {nm, n_tok, 0, {{0}}};
+    for (int k = 0; k < nm; k++) {
+        mm_part *p = &j.m[k];
+        const int src = same_as[k] >= 0 ? same_as[k] : k;
+        const mm_plan *pl = &plan[src];
+        p->W = W[k];
+        p->y = y[k];
+        p->ldy = ldy[k];
+        p->first = j.total;
+        j.total += (long)W[k]->rows;
+        p->dot = pl->dot;
+        memcpy(p->dotk, pl->dotk, sizeof p->dotk);
+        if (same_as[k] >= 0) {
+            p->xq = j.m[src].xq;
+            p->xq_stride = j.m[src].xq_stride;
+            continue;
+        }
+        if (pl->partner == ZL_TYPE_F32) {
+            p->xq = (const uint8_t *)x;
+            p->xq_stride = (size_t)ldx * sizeof(float);
+            continue;
+        }
+        uint8_t *q = buf + off[k], *pb = q + pl->qstride * (size_t)n_tok;
+        quant_job qj = {x, ldx, W[k]->cols, n_tok, pl->partner, pick_quant(isa, pl->partner), q, pl->qstride,
+                        pl->prep ? pl->pk.prep : NULL, pb, pl->pstride};
+        if (n_tok >= ZL_QUANT_PARALLEL_MIN && pool) zl_pool_run(pool, quant_rows, &qj);
+        else quant_rows(&qj, 0, 1);
+        p->xq = pl->prep ? pb : q;
+        p->xq_stride = pl->prep ? pl->pstride : pl->qstride;
+    }
+    zl_pool_run(pool, mm_rows, &j);
+    return 1;
 }
 
 void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy,
@@ -181,164 +294,20 @@ void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y
         zl_work_free(&tmp);
         return;
     }
-    int isa = zl_cpu_isa();
-    zl_type partner = zl_dot_partner(W->type);
-    zl_dot_fn dot = pick_dot(isa, W->type);
-    size_t xrow = zl_row_size(partner, W->cols);
-    if (!dot || !xrow || zl_row_size(W->type, W->cols) == 0) goto fail;
-
-    const uint8_t *xq;
-    size_t stride;
-    zl_dot4_fn dot4 = NULL;
-    zl_prep_kernel pk_used = {0};
-    int prep_used = 0;
-    int avx512 = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512);
-    if (partner == ZL_TYPE_F32) {
-        xq = (const uint8_t *)x;
-        stride = (size_t)ldx * sizeof(float);
-        dot4 = pick_dot4(isa, W->type);
-    } else {
-        /* partner rows, then (if the level has one) the prepared rows the kernel reads */
-        zl_prep_kernel pk;
-        int prep = avx512 && zl_prep_kernel_avx512(W->type, &pk);
-        if (!prep && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(W->type)))
-            prep = zl_prep_kernel_avx2(W->type, &pk);
-        size_t qstride = round_up(xrow, ZL_WORK_ALIGN);
-        size_t pstride = prep ? round_up(pk.size(W->cols), ZL_WORK_ALIGN) : 0;
-        uint8_t *buf = work_reserve(work, (qstride + pstride) * (size_t)n_tok);
-        if (!buf) goto fail;
-        uint8_t *pbuf = buf + qstride * (size_t)n_tok;
-        quant_job qj = {x, ldx, W->cols, n_tok, partner, pick_quant(isa, partner), buf, qstride,
-                        prep ? pk.prep : NULL, pbuf, pstride};
-        if (n_tok > 1 && pool) zl_pool_run(pool, quant_rows, &qj);
-        else quant_rows(&qj, 0, 1);
-        xq = prep ? pbuf : buf;
-        stride = prep ? pstride : qstride;
-        if (prep) {
-            dot = pk.dot;
-            dot4 = pk.dot4;
-            pk_used = pk;
-            prep_used = 1;
-        } else {
-            dot4 = pick_dot4(isa, W->type);
-        }
-    }
-
-    int64_t tile = (int64_t)(ZL_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
-    if (tile < 1) tile = 1;
-    dot_job dj = {W, dot, {NULL}, xq, stride, n_tok, y, ldy, tile};
-    dj.dotk[4] = dot4;
-    if (prep_used) {
-        dj.dotk[2] = pk_used.dot2;
-        dj.dotk[3] = pk_used.dot3;
-        dj.dotk[8] = pk_used.dot8;
-    } else if (dot4 && avx512 && zl_dot_fn_avx512(W->type) && zl_dotT_fn_avx512(W->type, 4) == dot4) {
-        dj.dotk[2] = zl_dotT_fn_avx512(W->type, 2);
-        dj.dotk[3] = zl_dotT_fn_avx512(W->type, 3);
-        dj.dotk[8] = zl_dotT_fn_avx512(W->type, 8);
-    }
-    zl_pool_run(pool, dot_rows, &dj);
-    return;
-fail:
+    if (matmul_run(&W, 1, x, ldx, n_tok, &y, &ldy, pool, work)) return;
     for (int t = 0; t < n_tok; t++)
         for (int64_t r = 0; r < W->rows; r++) y[(int64_t)t * ldy + r] = NAN;
 }
 
-/* ---- several matrices, one input row, one dispatch ---------------- */
-
-#define ZL_MULTI_MAX 4
-
-typedef struct {
-    int nm;
-    long total; /* rows of all matrices */
-    struct {
-        const zl_mat *W;
-        zl_dot_fn dot;
-        const uint8_t *xq;
-        float *y;
-        long first; /* first combined row index */
-    } m[ZL_MULTI_MAX];
-} multi_job;
-
-static void multi_rows(void *ctx, int ith, int nth) {
-    const multi_job *j = ctx;
-    long b, e;
-    zl_split(j->total, ith, nth, &b, &e);
-    for (int k = 0; k < j->nm && b < e; k++) {
-        long lo = j->m[k].first, hi = lo + (long)j->m[k].W->rows;
-        if (e <= lo || b >= hi) continue;
-        long rb = b > lo ? b : lo, re = e < hi ? e : hi;
-        const uint8_t *w = j->m[k].W->data;
-        size_t rbytes = j->m[k].W->row_bytes;
-        int64_t cols = j->m[k].W->cols;
-        for (long r = rb; r < re; r++) j->m[k].y[r - lo] = j->m[k].dot(w + (size_t)(r - lo) * rbytes, j->m[k].xq, cols);
+void zl_matmul_multi(const zl_mat *const *W, int nm, const float *x, int n_tok, float *const *y, zl_pool *pool,
+                     zl_work *work) {
+    if (nm <= 0 || n_tok <= 0) return;
+    int64_t ldy[ZL_MULTI_MAX];
+    int ok = nm <= ZL_MULTI_MAX && work != NULL;
+    for (int k = 0; ok && k < nm; k++) {
+        ldy[k] = W[k]->rows;
+        ok = W[k]->cols == W[0]->cols;
     }
-}
-
-void zl_matmul_multi(const zl_mat *const *W, int nm, const float *x, float *const *y, zl_pool *pool, zl_work *work) {
-    if (nm <= 0) return;
-    if (nm > ZL_MULTI_MAX || !work) {
-        for (int k = 0; k < nm; k++) zl_matmul(W[k], x, W[k]->cols, 1, y[k], W[k]->rows, pool, work);
-        return;
-    }
-    int isa = zl_cpu_isa(), avx512 = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512);
-    multi_job j = {nm, 0, {{0}}};
-    /* sizes of each matrix's activation (partner row + prepared row), deduplicated by type */
-    size_t off[ZL_MULTI_MAX], need = 0;
-    int same_as[ZL_MULTI_MAX];
-    zl_prep_kernel pk[ZL_MULTI_MAX];
-    int prep[ZL_MULTI_MAX];
-    for (int k = 0; k < nm; k++) {
-        same_as[k] = -1;
-        for (int i = 0; i < k; i++)
-            if (W[i]->type == W[k]->type && W[i]->cols == W[k]->cols) { same_as[k] = i; break; }
-        if (W[k]->cols != W[0]->cols || !zl_row_size(W[k]->type, W[k]->cols)) {
-            for (int i = 0; i < nm; i++) zl_matmul(W[i], x, W[i]->cols, 1, y[i], W[i]->rows, pool, work);
-            return;
-        }
-        prep[k] = 0;
-        off[k] = need;
-        if (same_as[k] >= 0) continue;
-        zl_type partner = zl_dot_partner(W[k]->type);
-        if (partner == ZL_TYPE_F32) continue;
-        prep[k] = avx512 && zl_prep_kernel_avx512(W[k]->type, &pk[k]);
-        if (!prep[k] && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(W[k]->type)))
-            prep[k] = zl_prep_kernel_avx2(W[k]->type, &pk[k]);
-        need += round_up(zl_row_size(partner, W[k]->cols), ZL_WORK_ALIGN);
-        if (prep[k]) need += round_up(pk[k].size(W[k]->cols), ZL_WORK_ALIGN);
-    }
-    uint8_t *buf = need ? work_reserve(work, need) : NULL;
-    if (need && !buf) {
-        for (int k = 0; k < nm; k++) zl_matmul(W[k], x, W[k]->cols, 1, y[k], W[k]->rows, pool, NULL);
-        return;
-    }
-    for (int k = 0; k < nm; k++) {
-        j.m[k].W = W[k];
-        j.m[k].y = y[k];
-        j.m[k].first = j.total;
-        j.total += (long)W[k]->rows;
-        if (same_as[k] >= 0) {
-            j.m[k].dot = j.m[same_as[k]].dot;
-            j.m[k].xq = j.m[same_as[k]].xq;
-            continue;
-        }
-        zl_type partner = zl_dot_partner(W[k]->type);
-        j.m[k].dot = pick_dot(isa, W[k]->type);
-        if (partner == ZL_TYPE_F32) {
-            j.m[k].xq = (const uint8_t *)x;
-            continue;
-        }
-        uint8_t *q = buf + off[k];
-        size_t qsize = round_up(zl_row_size(partner, W[k]->cols), ZL_WORK_ALIGN);
-        zl_quant_fn qf = pick_quant(isa, partner);
-        if (qf) qf(x, q, W[k]->cols);
-        else zl_quantize_row(partner, x, q, W[k]->cols);
-        j.m[k].xq = q;
-        if (prep[k]) {
-            pk[k].prep(q, q + qsize, W[k]->cols);
-            j.m[k].xq = q + qsize;
-            j.m[k].dot = pk[k].dot;
-        }
-    }
-    zl_pool_run(pool, multi_rows, &j);
+    if (ok && matmul_run(W, nm, x, W[0]->cols, n_tok, y, ldy, pool, work)) return;
+    for (int k = 0; k < nm; k++) zl_matmul(W[k], x, W[k]->cols, n_tok, y[k], W[k]->rows, pool, work);
 }

@@ -2,10 +2,10 @@
  * reached after run-time detection, for head dimensions that are multiples
  * of 16.
  *
- * Scores, sixteen positions at a time: one accumulator per position over
- * the head dimension (16 lanes of partial sums each), then a fixed
- * transpose-and-add tree turns the sixteen accumulators into one vector with
- * a position per lane.  Probabilities come from a vector exp; the running
+ * Each block of keys is transposed once per tile (16x16 in-register
+ * transposes), so a row's scores come sixteen positions per vector as
+ * sequential sums over the head dimension, two rows at a time sharing the
+ * key loads.  Probabilities come from a vector exp; the running
  * sum keeps 16 lanes (position mod 16) until the end.  Every step depends
  * only on the row itself, never on its tile neighbours. */
 #include <immintrin.h>
@@ -34,33 +34,6 @@ ZL_INLINE __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-/* a[j] holds 16 partial sums of position j; returns lane j = sum of a[j] */
-ZL_INLINE __m512 reduce16(__m512 a[16]) {
-    static const int32_t i1l[16] = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
-    static const int32_t i1h[16] = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
-    static const int32_t i2l[16] = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
-    static const int32_t i2h[16] = {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31};
-    static const int32_t i3l[16] = {0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29};
-    static const int32_t i3h[16] = {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31};
-    static const int32_t i4l[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-    static const int32_t i4h[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
-    __m512i l1 = _mm512_loadu_si512(i1l), h1 = _mm512_loadu_si512(i1h);
-    __m512 b[8], c[4], d[2];
-    for (int k = 0; k < 8; k++)
-        b[k] = _mm512_add_ps(_mm512_permutex2var_ps(a[2 * k], l1, a[2 * k + 1]),
-                             _mm512_permutex2var_ps(a[2 * k], h1, a[2 * k + 1]));
-    __m512i l2 = _mm512_loadu_si512(i2l), h2 = _mm512_loadu_si512(i2h);
-    for (int k = 0; k < 4; k++)
-        c[k] = _mm512_add_ps(_mm512_permutex2var_ps(b[2 * k], l2, b[2 * k + 1]),
-                             _mm512_permutex2var_ps(b[2 * k], h2, b[2 * k + 1]));
-    __m512i l3 = _mm512_loadu_si512(i3l), h3 = _mm512_loadu_si512(i3h);
-    for (int k = 0; k < 2; k++)
-        d[k] = _mm512_add_ps(_mm512_permutex2var_ps(c[2 * k], l3, c[2 * k + 1]),
-                             _mm512_permutex2var_ps(c[2 * k], h3, c[2 * k + 1]));
-    __m512i l4 = _mm512_loadu_si512(i4l), h4 = _mm512_loadu_si512(i4h);
-    return _mm512_add_ps(_mm512_permutex2var_ps(d[0], l4, d[1]), _mm512_permutex2var_ps(d[0], h4, d[1]));
-}
-
 static void widen(zl_type t, const uint8_t *src, size_t stride, int n, int hd, float *dst) {
     for (int j = 0; j < n; j++, src += stride, dst += hd) {
         if (t == ZL_TYPE_F16) {
@@ -81,16 +54,61 @@ static void widen(zl_type t, const uint8_t *src, size_t stride, int n, int hd, f
     }
 }
 
-/* scores of positions j0..j0+15 (rows of kf) against q */
-ZL_INLINE __m512 score16(const float *kf, const float *q, int hd) {
-    __m512 a[16];
-    for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
-    for (int d = 0; d < hd; d += 16) {
-        __m512 qv = _mm512_loadu_ps(q + d);
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; j++) a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(kf + (size_t)j * hd + d), qv, a[j]);
+/* In-register transpose of a 16x16 float block: r[e] becomes column e. */
+ZL_INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
-    return reduce16(a);
+    for (int i = 0; i < 4; i++) { /* u[4i+k], 128-bit lane L: element 4L+k of rows 4i..4i+3 */
+        u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x44), v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xEE);
+        __m512 v2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xEE);
+        r[k] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        r[4 + k] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        r[8 + k] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        r[12 + k] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+
+/* kt[d * ZL_ATTN_BLOCK + j] = kf[j * hd + d] for j < nk16 (a multiple of 16) */
+static void transpose_keys(const float *kf, int nk16, int hd, float *kt) {
+    for (int c = 0; c < nk16; c += 16)
+        for (int d0 = 0; d0 < hd; d0 += 16) {
+            __m512 r[16];
+            for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_ps(kf + (size_t)(c + j) * hd + d0);
+            transpose16(r);
+            for (int e = 0; e < 16; e++) _mm512_storeu_ps(kt + (size_t)(d0 + e) * ZL_ATTN_BLOCK + c, r[e]);
+        }
+}
+
+/* Scores of NC chunks of 16 positions for NR rows (1 or 2) sharing the key
+ * loads; each score is its row's own sequential sum over d. */
+ZL_INLINE void scores_t(const float *kt, const float *qa, const float *qb, int hd, int nc, __m512 *sa, __m512 *sb,
+                        const int NR) {
+    __m512 a[4], b[4];
+    for (int c = 0; c < 4; c++) a[c] = b[c] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        const float *kr = kt + (size_t)d * ZL_ATTN_BLOCK;
+        __m512 xa = _mm512_set1_ps(qa[d]), xb = NR == 2 ? _mm512_set1_ps(qb[d]) : xa;
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            if (c >= nc) break;
+            __m512 kv = _mm512_loadu_ps(kr + 16 * c);
+            a[c] = _mm512_fmadd_ps(xa, kv, a[c]);
+            if (NR == 2) b[c] = _mm512_fmadd_ps(xb, kv, b[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) {
+        sa[c] = a[c];
+        if (NR == 2) sb[c] = b[c];
+    }
 }
 
 /* o[16*d0 .. 16*(d0+W)) = o * alpha + sum_j p[j] * v_j, W vectors in registers */
@@ -113,8 +131,8 @@ static void tile_avx512(const zl_attn_tile *t) {
     int max_len = 0;
     for (int r = 0; r < rows; r++)
         if (t->len[r] > max_len) max_len = t->len[r];
-    float *kf = t->work, *vf = kf + (size_t)ZL_ATTN_BLOCK * hd, *p = vf + (size_t)ZL_ATTN_BLOCK * hd;
-    float *lsum = p + ZL_ATTN_BLOCK, *raw = lsum + (size_t)ZL_ATTN_MAX_ROWS * 16;
+    float *kf = t->work, *vf = kf + (size_t)ZL_ATTN_BLOCK * hd, *kt = vf + (size_t)ZL_ATTN_BLOCK * hd;
+    float *p = kt + (size_t)ZL_ATTN_BLOCK * hd, *lsum = p + ZL_ATTN_BLOCK, *raw = lsum + (size_t)ZL_ATTN_MAX_ROWS * 16;
     float m[ZL_ATTN_MAX_ROWS];
     for (int r = 0; r < rows; r++) {
         m[r] = -INFINITY;
@@ -129,16 +147,30 @@ static void tile_avx512(const zl_attn_tile *t) {
         widen(t->kv_type, t->v + (size_t)kb * t->kv_stride, t->kv_stride, nk, hd, vf);
         /* the last chunk's missing positions read as zeros (masked below) */
         memset(kf + (size_t)nk * hd, 0, (size_t)(nk16 - nk) * hd * sizeof(float));
+        transpose_keys(kf, nk16, hd, kt);
+        __m512 sp[ZL_ATTN_BLOCK / 16]; /* the next row's scores, computed with this row's */
+        int have_sp = 0;
         for (int r = 0; r < rows; r++) {
-            if (kb >= t->len[r]) continue;
+            if (kb >= t->len[r]) {
+                have_sp = 0;
+                continue;
+            }
             const int valid = t->len[r] - kb < nk ? t->len[r] - kb : nk, nc = (valid + 15) / 16;
-            const float *q = t->q[r];
             __m512 s[ZL_ATTN_BLOCK / 16];
+            if (have_sp) {
+                for (int c = 0; c < nc; c++) s[c] = sp[c];
+                have_sp = 0;
+            } else if (r + 1 < rows && kb < t->len[r + 1]) {
+                int v2 = t->len[r + 1] - kb < nk ? t->len[r + 1] - kb : nk, nc2 = (v2 + 15) / 16;
+                scores_t(kt, t->q[r], t->q[r + 1], hd, nc > nc2 ? nc : nc2, s, sp, 2);
+                have_sp = 1;
+            } else {
+                scores_t(kt, t->q[r], t->q[r], hd, nc, s, sp, 1);
+            }
             __m512 bm = _mm512_set1_ps(-INFINITY);
             for (int c = 0; c < nc; c++) {
                 __mmask16 ok = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(valid - 16 * c));
-                s[c] = _mm512_mask_blend_ps(ok, _mm512_set1_ps(-INFINITY),
-                                            _mm512_mul_ps(score16(kf + (size_t)16 * c * hd, q, hd), _mm512_set1_ps(t->scale)));
+                s[c] = _mm512_mask_blend_ps(ok, _mm512_set1_ps(-INFINITY), _mm512_mul_ps(s[c], _mm512_set1_ps(t->scale)));
                 bm = _mm512_max_ps(bm, s[c]);
                 if (t->probs) _mm512_mask_storeu_ps(raw + (size_t)r * max_len + kb + 16 * c, ok, s[c]);
             }

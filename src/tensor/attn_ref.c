@@ -8,9 +8,9 @@
 #include "attn.h"
 
 size_t zl_attn_work_floats(int hd, int rows, int max_len, int with_probs) {
-    /* widened keys and values, one block of probabilities, per-row sums
-     * (16 lanes each), and with probs every raw score of the tile */
-    size_t n = 2 * (size_t)ZL_ATTN_BLOCK * hd + ZL_ATTN_BLOCK + (size_t)ZL_ATTN_MAX_ROWS * 16;
+    /* widened keys, values and transposed keys, one block of probabilities,
+     * per-row sums (16 lanes each), and with probs every raw score of the tile */
+    size_t n = 3 * (size_t)ZL_ATTN_BLOCK * hd + ZL_ATTN_BLOCK + (size_t)ZL_ATTN_MAX_ROWS * 16;
     if (with_probs) n += (size_t)rows * max_len;
     return n + 16; /* alignment slack */
 }

@@ -11,12 +11,13 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "../engine/sched.h"
 #include "cli.h"
 #include "zerolayer.h"
 
 static const char *k_usage =
     "usage: zerolayer bench [-m MODEL] [-p 128,512] [-n 64] [-t 1,2] [-r 3] [--ctx 0,1024,4096] [--json]\n"
-    "                       [--prefetch-layers N] [--no-mmap] [--preheat] [--verify-curve]\n"
+    "                       [--prefetch-layers N] [--no-mmap] [--preheat] [--verify-curve] [--batch 1,4,8,16]\n"
     "                       [--kv-policy full|window|anchor] [--kv-budget N|F] [--kv-type f16|q8_0]\n"
     "  -p LIST    prompt lengths to time (pp); 0 skips\n"
     "  -n LIST    generated tokens to time (tg); 0 skips\n"
@@ -29,7 +30,14 @@ static const char *k_usage =
     "  --spec MODE  tg with the verification ring (lookup|off): greedy generation after a prompt\n"
     "             that repeats itself (grounded text); reports acceptance and tokens per step\n"
     "  --verify-curve  time of one forward over k tokens / over 1 token, k = 1..16, at depth 128\n"
-    "                  (the cost of verifying k-1 drafted tokens in the verification ring)\n";
+    "                  (the cost of verifying k-1 drafted tokens in the verification ring)\n"
+    "  --batch LIST    continuous-batching scaling without HTTP: for S concurrent sequences (S in LIST)\n"
+    "             generating -n tokens each (first -t value, best of -r), the aggregate generated\n"
+    "             tokens/s of (a) engine: one zl_llm_eval_batch per step over S one-token items +\n"
+    "             sampling, prompts already evaluated, and (b) sched: S jobs submitted at once to\n"
+    "             the server's scheduler, prefill included, with p50/p99 time to first token and\n"
+    "             inter-token gap as a reader of the jobs sees them.  Prompts and sampling\n"
+    "             (temperature 0.8, no top-k/top-p) are those of bench/serve_load.mjs\n";
 
 #define MAXL 16
 
@@ -131,9 +139,205 @@ static int verify_curve(const char *model, int threads, int reps) {
     return 0;
 }
 
+/* ---- --batch: continuous batching without HTTP ---- */
+
+static const char *const k_batch_prompts[] = {
+    "Once upon a time", "The little dog", "Lily wanted", "One day, Tom", "The sun was", "A big red ball",
+    "Mom said", "The bird flew", "Sam and Sue", "In the park", "The cat was sad", "Ben had a toy",
+    "It was a cold day", "The fish", "Anna liked to", "The tree"};
+#define N_BATCH_PROMPTS ((int)(sizeof k_batch_prompts / sizeof *k_batch_prompts))
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p) {
+    if (n <= 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    int i = (int)(p / 100 * n);
+    return v[i < n ? i : n - 1];
+}
+
+/* What bench/serve_load.mjs asks the server for: an OpenAI request with
+ * temperature 0.8 and nothing else (top_k off, top_p 1, min_p 0). */
+static zl_sampling batch_sampling(uint64_t seed) {
+    zl_sampling sp = zl_sampling_defaults();
+    sp.temp = 0.8f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    sp.repeat_penalty = 1.0f;
+    sp.seed = seed;
+    return sp;
+}
+
+/* (a) engine: S sequences, prompt evaluated, then n steps of one batched
+ * forward over S one-token items + sampling.  Returns tokens/s (best of reps). */
+static int batch_engine(zl_llm *llm, int S, int n, int reps, double *tps, double *step_ms) {
+    zl_err err = {0};
+    zl_seq **seqs = calloc((size_t)S, sizeof *seqs);
+    zl_batch_item *items = calloc((size_t)S, sizeof *items);
+    int32_t *next = calloc((size_t)S, sizeof *next);
+    int rc = 0;
+    *tps = 0;
+    if (!seqs || !items || !next) { rc = cli_fail("out of memory"); goto out; }
+    for (int i = 0; i < S; i++) {
+        zl_seq_opts so = {64 + n + 1, ZL_KV_F16, batch_sampling((uint64_t)i)};
+        if (zl_seq_new(&seqs[i], llm, &so, &err)) { rc = cli_fail("%s", err.msg); goto out; }
+    }
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < S; i++) {
+            const char *p = k_batch_prompts[i % N_BATCH_PROMPTS];
+            int32_t *ids = NULL;
+            size_t nid = 0;
+            zl_seq_truncate(seqs[i], 0);
+            if (zl_llm_tokenize(llm, p, strlen(p), 1, 0, &ids, &nid, &err) ||
+                zl_seq_eval(seqs[i], ids, (int)nid, 0, NULL, &err)) {
+                free(ids);
+                rc = cli_fail("%s", err.msg);
+                goto out;
+            }
+            free(ids);
+            next[i] = zl_seq_sample(seqs[i]);
+        }
+        double t = now_s();
+        for (int k = 0; k < n; k++) {
+            for (int i = 0; i < S; i++) items[i] = (zl_batch_item){seqs[i], &next[i], 1};
+            if (zl_llm_eval_batch(llm, items, S, &err)) { rc = cli_fail("%s", err.msg); goto out; }
+            for (int i = 0; i < S; i++) next[i] = zl_seq_sample(seqs[i]);
+        }
+        t = now_s() - t;
+        double v = (double)S * n / t;
+        if (v > *tps) { *tps = v; *step_ms = t * 1e3 / n; }
+    }
+out:
+    for (int i = 0; seqs && i < S; i++) zl_seq_free(seqs[i]);
+    free(seqs);
+    free(items);
+    free(next);
+    return rc;
+}
+
+/* (b) sched: S jobs submitted together to a scheduler like `serve`'s; the
+ * wall time runs from the submit to the last token read, as a client's wave. */
+typedef struct { double tps, ttft50, ttft99, itl50, itl99, steps; } batch_sched_res;
+
+static int batch_sched(zl_llm *llm, int S, int n, int reps, batch_sched_res *best) {
+    zl_err err = {0};
+    zl_sched_opts o = {0};
+    o.n_parallel = S < 16 ? 16 : S;
+    o.max_queue = 64;
+    o.n_ctx = 64 + n + 1;
+    o.step_tokens = 256;
+    zl_sched *sc;
+    if (zl_sched_new(&sc, llm, &o, &err)) return cli_fail("%s", err.msg);
+    zl_job **jobs = calloc((size_t)S, sizeof *jobs);
+    int *nread = calloc((size_t)S, sizeof *nread);
+    double *last = calloc((size_t)S, sizeof *last);
+    double *ttft = calloc((size_t)S, sizeof *ttft);
+    double *gaps = malloc((size_t)S * (size_t)(n + 1) * sizeof *gaps);
+    int rc = 0;
+    memset(best, 0, sizeof *best);
+    if (!jobs || !nread || !last || !ttft || !gaps) { rc = cli_fail("out of memory"); goto out; }
+    for (int r = 0; r < reps + 1; r++) { /* the first wave warms up */
+        zl_sched_stats st0;
+        zl_sched_get_stats(sc, &st0);
+        double t0 = zl_now_ms();
+        for (int i = 0; i < S; i++) {
+            const char *p = k_batch_prompts[(r * S + i) % N_BATCH_PROMPTS];
+            int32_t *ids = NULL;
+            size_t nid = 0;
+            if (zl_llm_tokenize(llm, p, strlen(p), 1, 0, &ids, &nid, &err)) { rc = cli_fail("%s", err.msg); goto out; }
+            zl_sampling sp = batch_sampling((uint64_t)(r * S + i));
+            jobs[i] = zl_job_new(ids, (int)nid, &sp, n, -1);
+            free(ids);
+            if (!jobs[i] || zl_sched_submit(sc, jobs[i])) { rc = cli_fail("cannot submit a job"); goto out; }
+            nread[i] = 0;
+        }
+        int done = 0, ngaps = 0;
+        long long total = 0;
+        while (done < S) {
+            unsigned long long seen = zl_sched_progress(sc);
+            done = 0;
+            for (int i = 0; i < S; i++) {
+                zl_job_tok tk[64];
+                zl_finish fin = ZL_FINISH_NONE;
+                int k = zl_job_read(sc, jobs[i], nread[i], tk, 64, &fin);
+                double now = zl_now_ms();
+                if (k > 0) {
+                    if (!nread[i]) ttft[i] = now - t0;
+                    else gaps[ngaps++] = now - last[i];
+                    for (int m = 1; m < k; m++) gaps[ngaps++] = 0; /* read together */
+                    last[i] = now;
+                    nread[i] += k;
+                }
+                done += fin != ZL_FINISH_NONE;
+            }
+            if (done < S) zl_sched_wait_since(sc, seen, 100);
+        }
+        double wall = zl_now_ms() - t0;
+        zl_sched_stats st1;
+        zl_sched_get_stats(sc, &st1);
+        for (int i = 0; i < S; i++) {
+            total += nread[i];
+            zl_job_release(jobs[i]);
+            jobs[i] = NULL;
+        }
+        double tps = (double)total * 1e3 / wall;
+        if (r > 0 && tps > best->tps) {
+            best->tps = tps;
+            best->ttft50 = pct(ttft, S, 50);
+            best->ttft99 = pct(ttft, S, 99);
+            best->itl50 = pct(gaps, ngaps, 50);
+            best->itl99 = pct(gaps, ngaps, 99);
+            best->steps = (double)(st1.steps - st0.steps);
+        }
+    }
+out:
+    for (int i = 0; jobs && i < S; i++) zl_job_release(jobs[i]);
+    zl_sched_free(sc);
+    free(jobs);
+    free(nread);
+    free(last);
+    free(ttft);
+    free(gaps);
+    return rc;
+}
+
+static int batch_bench(const char *model, const long *sizes, int n_sizes, int threads, int n, int reps, int prefetch) {
+    zl_err err = {0};
+    zl_llm_opts lo = {threads, 0, 0, 0, prefetch ? prefetch : -1};
+    zl_llm *llm;
+    if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
+    if (n <= 0) n = 64;
+    printf("model: %s\n%s, %d threads, %d generated tokens per sequence, best of %d\n\n", model, zl_llm_desc(llm),
+           zl_llm_n_threads(llm), n, reps);
+    printf("| streams | engine tok/s | engine ms/step | sched tok/s | sched steps | TTFT p50/p99 ms | "
+           "inter-token p50/p99 ms |\n|---|---|---|---|---|---|---|\n");
+    double base_e = 0, base_s = 0;
+    for (int k = 0; k < n_sizes; k++) {
+        int S = (int)sizes[k];
+        double tps = 0, ms = 0;
+        batch_sched_res bs;
+        if (batch_engine(llm, S, n, reps, &tps, &ms) || batch_sched(llm, S, n, reps, &bs)) {
+            zl_llm_close(llm);
+            return 1;
+        }
+        if (k == 0) { base_e = tps; base_s = bs.tps; }
+        printf("| %d | %.1f (%.2fx) | %.1f | %.1f (%.2fx) | %.0f | %.0f / %.0f | %.1f / %.1f |\n", S, tps,
+               tps / base_e, ms, bs.tps, bs.tps / base_s, bs.steps, bs.ttft50, bs.ttft99, bs.itl50, bs.itl99);
+        fflush(stdout);
+    }
+    zl_llm_close(llm);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL;
     long pp[MAXL] = {128}, tg[MAXL] = {64}, th[MAXL] = {2}, depth[MAXL] = {0}, reps = 3;
+    long bsz[MAXL];
+    int nbsz = 0;
     int npp = 1, ntg = 1, nth = 1, ndepth = 1, json = 0, no_mmap = 0, preheat = 0, curve = 0, spec = 0;
     long prefetch = 2;
     const char *kv_policy = "full", *kv_budget = NULL;
@@ -150,6 +354,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-r")) { if (cli_int(a, VAL, 1, 1000, &reps)) return 1; }
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--verify-curve")) curve = 1;
+        else if (!strcmp(a, "--batch")) { if (parse_list(a, VAL, bsz, &nbsz, 1, 256)) return 1; }
         else if (!strcmp(a, "--kv-policy")) { if (!(kv_policy = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--kv-budget")) { if (!(kv_budget = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--kv-type")) {
@@ -172,6 +377,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!model) model = cli_default_model();
     if (curve) return verify_curve(model, (int)th[0], (int)reps);
+    if (nbsz) return batch_bench(model, bsz, nbsz, (int)th[0], (int)tg[0], (int)reps, (int)prefetch);
     zl_kv_policy_kind pk;
     if (cli_kv_policy(kv_policy, &pk)) return 1;
     long max_t = 1;

@@ -71,6 +71,7 @@ struct zl_sched {
     int n_running;
     long long steps;
     unsigned long long progress; /* bumped with every broadcast of out_cv (zl_sched_wait_since) */
+    double busy_ms, forward_ms, sample_ms; /* engine time: working, in forward passes, sampling */
     long long kv_used;
     unsigned long long ring_drafted, ring_accepted, kv_evicted;
     long long kv_anchor_tokens;
@@ -360,6 +361,7 @@ static void job_flush(zl_sched *s, zl_job *j) {
     j->times.ring_accepted += j->ac_new;
     j->ev_new = j->dr_new = j->ac_new = 0;
     j->times.sample_ms += j->sample_new;
+    s->sample_ms += j->sample_new;
     j->sample_new = 0;
     j->times.kv_read_bytes = j->kv_read;
     j->times.kv_read_steps = j->kv_steps;
@@ -386,9 +388,11 @@ static int job_prefill_solo(zl_sched *s, zl_job *j, int n) {
     const uint8_t *mask = j->anchors ? j->anchors + j->n_fed : NULL;
     double t0 = zl_now_ms();
     int rc = zl_seq_eval_anchored(j->seq, j->prompt + j->n_fed, mask, n, 0, NULL, &err);
-    if (s->o.on_step) s->o.on_step(s->o.on_step_ud, 1, n, zl_now_ms() - t0);
+    double fwd = zl_now_ms() - t0;
+    if (s->o.on_step) s->o.on_step(s->o.on_step_ud, 1, n, fwd);
     if (!rc) job_kv_note(j, 0);
     pthread_mutex_lock(&s->mu);
+    s->forward_ms += fwd;
     job_flush(s, j);
     if (rc) {
         snprintf(j->times.error, sizeof j->times.error, "%s", err.msg);
@@ -576,6 +580,7 @@ static void sched_step(zl_sched *s, zl_batch_item *items, zl_verify **vers, zl_j
             if (j->finish && f <= acc && trim) trim[i] = j->ver.tok0 + f;
         }
         s->steps++;
+        s->forward_ms += t1 - t0;
         pthread_mutex_unlock(&s->mu);
         for (int i = 0; trim && i < n_items; i++)
             if (trim[i]) zl_seq_truncate(owners[i]->seq, trim[i]);
@@ -668,6 +673,7 @@ static void *sched_main(void *arg) {
         }
         if (n_dead) sched_notify(s);
         pthread_mutex_unlock(&s->mu);
+        double t_work = zl_now_ms();
         /* free the KV now: a finished job may still be read for a while */
         for (int i = 0; i < n_dead; i++) {
             if (dead[i]->hooks.release && dead[i]->seq) dead[i]->hooks.release(dead[i]->hooks.ud, dead[i]->seq, dead[i]->finish);
@@ -712,6 +718,7 @@ static void *sched_main(void *arg) {
             }
         s->kv_used = used;
         s->kv_anchor_tokens = anchors;
+        s->busy_ms += zl_now_ms() - t_work;
         sched_notify(s);
         if (s->stop) {
             for (int i = 0; i < np; i++)
@@ -794,6 +801,9 @@ void zl_sched_get_stats(zl_sched *s, zl_sched_stats *st) {
     st->ring_accepted = s->ring_accepted;
     st->kv_evicted = s->kv_evicted;
     st->kv_anchor_tokens = s->kv_anchor_tokens;
+    st->busy_s = s->busy_ms / 1e3;
+    st->forward_s = s->forward_ms / 1e3;
+    st->sample_s = s->sample_ms / 1e3;
     pthread_mutex_unlock(&s->mu);
 }
 

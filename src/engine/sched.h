@@ -96,6 +96,9 @@ typedef struct zl_sched_stats {
     /* verification ring and KV slicing, summed over every job so far */
     unsigned long long ring_drafted, ring_accepted, kv_evicted;
     long long kv_anchor_tokens; /* anchored tokens held by running sequences now */
+    /* engine-thread time so far (seconds): working (admission, forwards, sampling, bookkeeping; the
+     * debug_step_ms sleep included), inside forward passes, choosing tokens (sampling, ring verification) */
+    double busy_s, forward_s, sample_s;
 } zl_sched_stats;
 
 double zl_now_ms(void);

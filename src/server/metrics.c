@@ -121,4 +121,12 @@ void zl_metrics_render(zl_buf *o, zl_sched *s) {
                   "KV cache entries evicted by bounded KV policies (window, anchor).", (double)st.kv_evicted);
     render_scalar(o, "zerolayer_kv_anchor_tokens", "gauge",
                   "Anchored KV entries (never evicted) held by running sequences.", (double)st.kv_anchor_tokens);
+    render_scalar(o, "zerolayer_engine_steps_total", "counter", "Engine steps (one batched forward each).",
+                  (double)st.steps);
+    render_scalar(o, "zerolayer_engine_busy_seconds_total", "counter",
+                  "Engine thread time spent working (admission, forwards, sampling, bookkeeping).", st.busy_s);
+    render_scalar(o, "zerolayer_engine_forward_seconds_total", "counter",
+                  "Engine thread time inside batched forward passes.", st.forward_s);
+    render_scalar(o, "zerolayer_engine_sample_seconds_total", "counter",
+                  "Engine thread time choosing tokens (sampling, ring verification).", st.sample_s);
 }

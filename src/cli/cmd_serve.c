@@ -26,6 +26,8 @@ static void serve_usage(FILE *f) {
           "  --chat-template NAME    chatml|qwen|llama2|llama3|mistral|phi3|gemma|zephyr|plain\n"
           "  --model-id NAME         model name reported by /v1/models (default: file name)\n"
           "  -t, --threads N         compute threads (default: all CPUs)\n"
+          "  --prefetch-layers N     weight read-ahead depth in layers on a background thread (default 2;\n"
+          "                          0 = off, for weights that stay in memory)\n"
           "  --session-ttl S         idle seconds before a session expires (default 120)\n"
           "  --prefill-idle S        typing-ahead input kept this long without a request (default 3)\n"
           "  --sessions-per-tenant N live sessions per tenant; the LRU idle one is evicted beyond (default 16)\n"
@@ -60,7 +62,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL, *draft_model = NULL,
                *ring_cost = NULL;
     float cost[ZL_RING_COST_MAX];
-    int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0;
+    int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0, prefetch = 2;
     const char **keys = calloc((size_t)argc, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
     for (int i = 1; i < argc; i++) {
@@ -82,6 +84,7 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("-t", 1, 1024, threads)
         NEXT_INT("--threads", 1, 1024, threads)
         NEXT_INT("--debug-step-ms", 0, 10000, o.sched.debug_step_ms)
+        NEXT_INT("--prefetch-layers", 0, 1024, prefetch)
         NEXT_INT("--ring", 1, 16, ring)
         NEXT_INT("--draft-layers", 1, 100000, draft_layers)
 #undef NEXT_INT
@@ -190,7 +193,7 @@ int cmd_serve(int argc, char **argv) {
     o.model_path = model ? model : cli_default_model();
     zl_err err = {0};
     zl_llm *llm = NULL;
-    zl_llm_opts lo = {.n_threads = threads};
+    zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1};
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }
     int ctx_train = zl_llm_n_ctx_train(llm);
     o.sched.n_ctx = n_ctx > 0 ? n_ctx : (ctx_train > 0 && ctx_train < 4096 ? ctx_train : 4096);

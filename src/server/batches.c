@@ -70,6 +70,7 @@ static void *batch_main(void *arg) {
     zl_ant_req *reqs = calloc((size_t)b->n, sizeof *reqs);
     int next = 0, in_flight = 0, done = 0;
     while (gens && reqs && done < b->n) {
+        unsigned long long seen = zl_sched_progress(srv->sched); /* before reading: no lost wake-up */
         int cancel = atomic_load(&b->cancel);
         /* start what the queue takes */
         while (!cancel && next < b->n) {
@@ -105,7 +106,7 @@ static void *batch_main(void *arg) {
             pthread_mutex_unlock(&bs->mu);
         }
         if (!in_flight) {
-            if (done < b->n) zl_sched_wait(srv->sched, 25);
+            if (done < b->n) zl_sched_wait_since(srv->sched, seen, 100);
             continue;
         }
         for (int i = 0; i < next; i++) {
@@ -133,7 +134,7 @@ static void *batch_main(void *arg) {
             in_flight--;
             done++;
         }
-        zl_sched_wait(srv->sched, 25);
+        zl_sched_wait_since(srv->sched, seen, 100);
     }
     pthread_mutex_lock(&bs->mu);
     for (int i = 0; i < b->n; i++)

@@ -5,7 +5,11 @@
  * the engine works; they poll the socket meanwhile so a client that goes
  * away cancels its generation within one engine step (zl_conn_alive).
  * A streamed response is produced by MHD's content-reader callback, which
- * waits on the scheduler in short slices and checks the socket between them. */
+ * waits on the scheduler and checks the socket between waits.  Every engine
+ * step wakes the waiters (zl_sched_wait_since, no lost wake-up), so the
+ * timeout (ZL_WAIT_MS) only bounds how long a socket goes unchecked during
+ * one long step; short slices would only wake every connection thread many
+ * times per step on cores the forward pass needs. */
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -25,6 +29,8 @@
 
 #include "../base/err.h"
 #include "metrics.h"
+
+#define ZL_WAIT_MS 100
 
 /* ---------------- replies ---------------- */
 
@@ -99,7 +105,7 @@ int zl_conn_alive(int fd) {
 }
 
 int zl_gen_wait_all(zl_req *r, zl_gen *g) {
-    while (!zl_gen_poll(g, 25)) {
+    while (!zl_gen_poll(g, ZL_WAIT_MS)) {
         if (!zl_conn_alive(r->fd)) {
             zl_gen_cancel(g);
             return -1;
@@ -146,7 +152,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             s->finished = 1;
             continue;
         }
-        s->produce(s, 25);
+        s->produce(s, ZL_WAIT_MS);
         if (s->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
 }

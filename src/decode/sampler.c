@@ -227,6 +227,28 @@ int zl_sampler_sample(zl_sampler *s, float *logits) {
             if (logits[i] > logits[best]) best = i;
         return best;
     }
+    const zl_sampler_params *p = &s->p;
+    if ((p->top_k <= 0 || p->top_k >= s->n_vocab) && p->top_p >= 1.0f && p->min_p <= 0.0f) {
+        /* no filter: one pass of exp(l / T) in id order, then the draw
+         * against the unnormalised running sum */
+        int nv = s->n_vocab;
+        float mx = logits[0];
+        for (int i = 1; i < nv; i++) mx = logits[i] > mx ? logits[i] : mx;
+        double sum = 0;
+        for (int i = 0; i < nv; i++) {
+            s->pr[i] = expf((logits[i] - mx) / p->temp);
+            sum += s->pr[i];
+        }
+        double r = zl_sampler_uniform(s) * sum, cum = 0;
+        int last = 0;
+        for (int i = 0; i < nv; i++) {
+            if (s->pr[i] <= 0.0f) continue;
+            cum += s->pr[i];
+            last = i;
+            if (r < cum) return i;
+        }
+        return last;
+    }
     int n = filter(s, logits);
     double r = zl_sampler_uniform(s), cum = 0;
     for (int i = 0; i < n; i++) {

@@ -20,6 +20,7 @@ int zl_kv_new(zl_kv **out, int n_layers, int n_ctx, int kv_dim, zl_type type, zl
     kv->kv_dim = kv_dim;
     kv->type = type;
     kv->row_bytes = zl_row_size(type, kv_dim);
+    kv->slices = 1;
     size_t total = (size_t)n_layers * (size_t)n_ctx * kv->row_bytes;
     kv->k = calloc(1, total);
     kv->v = calloc(1, total);
@@ -39,6 +40,9 @@ void zl_kv_free(zl_kv *kv) {
     free(kv->score_part);
     free(kv->anchor);
     free(kv->birth);
+    free(kv->shift);
+    free(kv->layer_off);
+    free(kv->layer_budget);
     free(kv);
 }
 
@@ -46,15 +50,36 @@ void zl_kv_truncate(zl_kv *kv, int n) {
     if (n < 0) n = 0;
     if (n >= kv->n_used) return;
     for (int l = 0; l < kv->n_layers; l++) {
-        size_t cnt = (size_t)(kv->n_used - n) * kv->row_bytes;
-        memset(zl_kv_k(kv, l, n), 0, cnt);
-        memset(zl_kv_v(kv, l, n), 0, cnt);
+        int from = zl_kv_slot(kv, l, n), to = zl_kv_layer_used(kv, l);
+        if (from < 0) from = 0;
+        if (to <= from) continue;
+        size_t cnt = (size_t)(to - from) * kv->row_bytes;
+        memset(zl_kv_k(kv, l, from), 0, cnt);
+        memset(zl_kv_v(kv, l, from), 0, cnt);
     }
-    for (int t = 0; t < kv->score_nth; t++)
-        memset(kv->score_part + (size_t)t * kv->n_ctx + n, 0, (size_t)(kv->n_used - n) * sizeof(float));
-    if (kv->anchor) memset(kv->anchor + n, 0, (size_t)(kv->n_used - n));
-    if (kv->birth) memset(kv->birth + n, 0, (size_t)(kv->n_used - n) * sizeof *kv->birth);
+    /* per-slot metadata: slice s follows layer s (or every layer when there is one slice) */
+    for (int s = 0; s < kv->slices; s++) {
+        int from = zl_kv_slot(kv, s, n), to = zl_kv_layer_used(kv, s);
+        if (from < 0) from = 0;
+        if (to <= from) continue;
+        size_t m = (size_t)(to - from);
+        for (int t = 0; t < kv->score_nth && kv->score_part; t++)
+            memset(kv->score_part + ((size_t)t * kv->slices + s) * kv->n_ctx + from, 0, m * sizeof(float));
+        if (kv->anchor) memset(kv->anchor + (size_t)s * kv->n_ctx + from, 0, m);
+        if (kv->birth) memset(kv->birth + (size_t)s * kv->n_ctx + from, 0, m * sizeof *kv->birth);
+        if (kv->shift) memset(kv->shift + (size_t)s * kv->n_ctx + from, 0, m * sizeof *kv->shift);
+    }
+    if (kv->layer_off)
+        for (int l = 0; l < kv->n_layers; l++)
+            if (n == 0 || kv->layer_off[l] > n) kv->layer_off[l] = n; /* an emptied layer starts again at n */
     kv->n_used = n;
 }
 
 size_t zl_kv_bytes(const zl_kv *kv) { return 2 * (size_t)kv->n_layers * kv->n_ctx * kv->row_bytes; }
+
+int zl_kv_cached(const zl_kv *kv) {
+    if (!kv->layer_off) return kv->n_used;
+    long sum = 0;
+    for (int l = 0; l < kv->n_layers; l++) sum += zl_kv_layer_used(kv, l);
+    return (int)((sum + kv->n_layers - 1) / kv->n_layers);
+}

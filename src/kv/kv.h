@@ -2,9 +2,16 @@
  *
  * The single owner of cached attention state: per layer, K and V rows of
  * kv_dim = n_kv_heads * head_dim elements, one row per cache slot, stored as
- * F16 (default) or F32.  Slot i holds the token at position i; truncation
- * (ring rollback, session edits) just lowers n_used.  Memory is zeroed on
- * clear so a reused cache never exposes an earlier sequence's state. */
+ * F16 (default) or F32.  Without slicing, slot i of every layer holds the
+ * token at position i; truncation (ring rollback, session edits) just lowers
+ * n_used.  Memory is zeroed on clear so a reused cache never exposes an
+ * earlier sequence's state.
+ *
+ * Per-layer slices (the anchor policy, when the engine sets `layered`): each
+ * layer keeps its own set of tokens under its own budget.  Layer l holds the
+ * token at position p in slot p - layer_off[l] (zl_kv_slot); its newest token
+ * is always at position n_used - 1, so every layer's slots are right-aligned
+ * on the same positions and a layer holds n_used - layer_off[l] entries. */
 #ifndef ZL_KV_H
 #define ZL_KV_H
 
@@ -19,9 +26,10 @@
 typedef enum { ZL_KVP_FULL = 0, ZL_KVP_WINDOW = 1, ZL_KVP_ANCHOR = 2 } zl_kvp_kind;
 typedef struct zl_kv_policy {
     zl_kvp_kind kind;
-    int budget; /* most tokens kept in the cache; 0 = the whole context */
+    int budget; /* entries kept per layer, on average over the layers; 0 = the whole context */
     int n_sink; /* attention sinks kept at the start (default 4) */
-    int window; /* anchor: recent "drift" tokens always kept (default budget / 4) */
+    int window; /* anchor: recent "drift" entries kept per layer before heavy hitters; 0 (default): the
+                   whole budget is recent, no heavy hitters (see kv_policy.c) */
 } zl_kv_policy;
 
 typedef struct zl_kv {
@@ -29,22 +37,31 @@ typedef struct zl_kv {
     zl_type type;     /* ZL_TYPE_F16 or ZL_TYPE_F32 */
     size_t row_bytes; /* bytes of one K (or V) row */
     uint8_t *k, *v;   /* [n_layers][n_ctx][row] */
-    int n_used;       /* slots 0..n_used-1 hold valid positions */
+    int n_used;       /* positions 0..n_used-1 are in use; the next token goes to position n_used */
     /* slicing state (all NULL/0 under the full policy) */
     zl_kv_policy policy;
     zl_rope rope;
     int head_dim;
-    float *score_part; /* [score_nth][n_ctx] attention received, per forward thread */
+    int layered;       /* set by the engine: its forward pass honours zl_kv_slot and zl_kv_scores */
+    int layer_max;     /* set by the engine: most entries one layer may hold, the model's training
+                          context (0: n_ctx; the environment's ZL_KV_LAYER_MAX overrides it); bounds
+                          the anchor policy's per-layer budgets */
+    int slices;        /* 1: all layers hold the same tokens; n_layers: one slot set per layer */
+    int *layer_off;    /* [n_layers] when slices > 1: layer l holds position p in slot p - layer_off[l] */
+    int *layer_budget; /* [n_layers] when slices > 1: entries kept in each layer */
+    float *score_part; /* [score_nth][slices][n_ctx] attention received per slot, per forward thread */
     int score_nth;
-    uint8_t *anchor;   /* [n_ctx] 1 = never evicted */
-    int64_t *birth;    /* [n_ctx] value of `queries` when the slot was written */
+    uint8_t *anchor;   /* [slices][n_ctx] 1 = never evicted */
+    int64_t *birth;    /* [slices][n_ctx] value of `queries` when the slot was written */
+    int *shift;        /* [slices][n_ctx] the key is rotated for position slot + layer offset + shift */
     int64_t queries;   /* tokens processed so far (each one attends to the cache once) */
-    uint64_t evicted;  /* tokens evicted so far */
+    uint64_t evicted;  /* tokens evicted so far (entries evicted / n_layers) */
+    uint64_t evicted_entries;
 } zl_kv;
 
 int zl_kv_new(zl_kv **out, int n_layers, int n_ctx, int kv_dim, zl_type type, zl_err *err);
 void zl_kv_free(zl_kv *kv);
-/* Drop slots >= n (n <= n_used); their memory is zeroed. */
+/* Drop positions >= n (n <= n_used) from every layer; their memory is zeroed. */
 void zl_kv_truncate(zl_kv *kv, int n);
 static inline void *zl_kv_k(const zl_kv *kv, int layer, int slot) {
     return kv->k + ((size_t)layer * kv->n_ctx + slot) * kv->row_bytes;
@@ -52,22 +69,42 @@ static inline void *zl_kv_k(const zl_kv *kv, int layer, int slot) {
 static inline void *zl_kv_v(const zl_kv *kv, int layer, int slot) {
     return kv->v + ((size_t)layer * kv->n_ctx + slot) * kv->row_bytes;
 }
+/* The slot of `layer` that holds (or receives) the token at position pos.
+ * The forward pass writes a token's K/V there (its keys rotated for pos) and
+ * a query at position pos attends over slots [0, zl_kv_slot(kv, layer, pos)]
+ * of that layer. */
+static inline int zl_kv_slot(const zl_kv *kv, int layer, int pos) {
+    return kv->layer_off ? pos - kv->layer_off[layer] : pos;
+}
+/* Entries layer `layer` holds. */
+static inline int zl_kv_layer_used(const zl_kv *kv, int layer) { return zl_kv_slot(kv, layer, kv->n_used); }
+/* Where forward thread ith adds the softmax probabilities of `layer`'s
+ * attention (summed over heads and queries, one float per slot of that
+ * layer), or NULL when no policy reads them. */
+static inline float *zl_kv_scores(const zl_kv *kv, int ith, int layer) {
+    if (!kv->score_part || ith >= kv->score_nth) return NULL;
+    return kv->score_part + ((size_t)ith * kv->slices + (kv->slices > 1 ? layer : 0)) * kv->n_ctx;
+}
 size_t zl_kv_bytes(const zl_kv *kv);
+/* Entries cached per layer, on average (rounded up): n_used without slices. */
+int zl_kv_cached(const zl_kv *kv);
 
 /* Install a slicing policy.  budget 0 or > n_ctx is clamped to n_ctx;
  * a budget too small to hold the sinks plus a minimal window is an error.
  * nth: the most forward threads that will accumulate attention scores. */
 int zl_kv_set_policy(zl_kv *kv, const zl_kv_policy *p, const zl_rope *rope, int head_dim, int nth, zl_err *err);
-/* Effective budget in tokens (n_ctx under the full policy). */
+/* Effective budget in tokens (n_ctx under the full policy): entries per
+ * layer, on average over the layers. */
 int zl_kv_budget(const zl_kv *kv);
 /* Make room for n_new tokens by evicting under the policy (no-op when they
- * fit).  Kept entries are compacted to the front and their keys re-rotated
- * to their new slots, so slot index == RoPE position always holds. */
+ * fit).  Kept entries are compacted to the front of their layer and their
+ * keys re-rotated to their cache-relative position (slot + layer offset,
+ * never more than the budget back; see kv_policy.c). */
 int zl_kv_make_room(zl_kv *kv, int n_new, zl_err *err);
-/* Record that slots [slot, slot+n) were just written by the n newest tokens. */
-void zl_kv_note_written(zl_kv *kv, int slot, int n);
-/* Mark slots [slot, slot+n) as anchors (kept under the anchor policy). */
-void zl_kv_mark_anchor(zl_kv *kv, int slot, int n);
+/* Record that positions [pos, pos+n) were just written by the n newest tokens. */
+void zl_kv_note_written(zl_kv *kv, int pos, int n);
+/* Mark positions [pos, pos+n) as anchors (kept under the anchor policy). */
+void zl_kv_mark_anchor(zl_kv *kv, int pos, int n);
 int zl_kv_n_anchor(const zl_kv *kv);
 const char *zl_kvp_name(zl_kvp_kind k);
 int zl_kvp_from_name(const char *name, zl_kvp_kind *out);

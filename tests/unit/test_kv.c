@@ -6,7 +6,11 @@
  *  - eviction re-rotates keys correctly: after compaction, a window policy's
  *    logits equal a fresh evaluation of exactly the kept tokens at their new
  *    positions;
- *  - bad budgets and unbalanced markers are clear errors. */
+ *  - bad budgets and unbalanced markers are clear errors;
+ *  - per-layer slices (anchor policy on a layered cache), on the KV module
+ *    alone: the budget ramp, exact re-rotation with layer offsets and the
+ *    position clamp, truncation, anchors kept in every layer, and no
+ *    eviction while the sequence fits the budget. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -201,4 +205,242 @@ Test(kv, clear_errors_and_clamping) {
     cr_assert(strstr(err.msg, "anchored"), "%s", err.msg);
     zl_seq_free(s);
     zl_llm_close(llm);
+}
+
+/* ---- per-layer slices, on the KV module alone (no forward pass) ---------- */
+
+enum { LHD = 16, LHEADS = 2, LDIM = LHD * LHEADS };
+
+/* The vector a token at index t stores (V as it is, K before rotation). */
+static void token_vec(int64_t t, float *u) {
+    for (int d = 0; d < LDIM; d++) u[d] = sinf((float)t * 0.37f + (float)d * 1.3f) + 0.1f * (float)d;
+}
+
+/* Feed tokens [from, to) the way the engine does: make room for a chunk,
+ * write each token's rows at zl_kv_slot with its key rotated for its
+ * position, then note them written. */
+static void feed(zl_kv *kv, const zl_rope *rope, int64_t from, int64_t to, int chunk, const uint8_t *anchor) {
+    zl_err err = {0};
+    float u[LDIM], cs[LHD / 2], sn[LHD / 2];
+    for (int64_t t = from; t < to; t += chunk) {
+        int n = to - t < chunk ? (int)(to - t) : chunk;
+        cr_assert_eq(zl_kv_make_room(kv, n, &err), 0, "%s", err.msg);
+        int base = kv->n_used;
+        for (int i = 0; i < n; i++) {
+            token_vec(t + i, u);
+            zl_rope_table(rope, base + i, cs, sn);
+            for (int l = 0; l < kv->n_layers; l++) {
+                float *k = zl_kv_k(kv, l, zl_kv_slot(kv, l, base + i)), *v = zl_kv_v(kv, l, zl_kv_slot(kv, l, base + i));
+                memcpy(k, u, sizeof u);
+                memcpy(v, u, sizeof u);
+                for (int h = 0; h < LHEADS; h++) zl_rope_apply(rope, k + h * LHD, cs, sn);
+            }
+        }
+        kv->n_used = base + n; /* what the forward pass does */
+        zl_kv_note_written(kv, base, n);
+        if (anchor)
+            for (int i = 0; i < n; i++)
+                if (anchor[t + i]) zl_kv_mark_anchor(kv, base + i, 1);
+    }
+}
+
+/* Every entry of every layer holds its token's V, and its K rotated for
+ * slot + layer offset + shift, never further back than the budget plus the
+ * tokens fed since the layer's last compaction; freed slots are zero. */
+static void check_layers(const zl_kv *kv, const zl_rope *rope, int chunk) {
+    float u[LDIM], want[LDIM], cs[LHD / 2], sn[LHD / 2];
+    for (int l = 0; l < kv->n_layers; l++) {
+        int used = zl_kv_layer_used(kv, l), s = kv->slices > 1 ? l : 0;
+        cr_assert_geq(used, 0);
+        for (int j = 0; j < used; j++) {
+            int64_t t = kv->birth[(size_t)s * kv->n_ctx + j];
+            int pos = j + (kv->layer_off ? kv->layer_off[l] : 0) + kv->shift[(size_t)s * kv->n_ctx + j];
+            cr_assert_geq(kv->shift[(size_t)s * kv->n_ctx + j], 0);
+            int slack = (kv->slices > 1 ? kv->layer_budget[l] : zl_kv_budget(kv)) / 16;
+            cr_assert_leq(kv->n_used - pos, zl_kv_budget(kv) + slack + chunk, "layer %d slot %d: distance %d", l, j,
+                          kv->n_used - pos);
+            token_vec(t, u);
+            memcpy(want, u, sizeof u);
+            zl_rope_table(rope, pos, cs, sn);
+            for (int h = 0; h < LHEADS; h++) zl_rope_apply(rope, want + h * LHD, cs, sn);
+            const float *k = zl_kv_k(kv, l, j), *v = zl_kv_v(kv, l, j);
+            for (int d = 0; d < LDIM; d++) {
+                cr_assert(fabsf(k[d] - want[d]) < 1e-3f, "layer %d slot %d (token %lld) dim %d: %g vs %g", l, j,
+                          (long long)t, d, k[d], want[d]);
+                cr_assert_eq(v[d], u[d]);
+            }
+            if (j > 0) cr_assert_gt(t, kv->birth[(size_t)s * kv->n_ctx + j - 1], "layer %d: tokens out of order", l);
+        }
+        for (int j = used; j < kv->n_ctx; j++)
+            for (int d = 0; d < LDIM; d++) {
+                cr_assert_eq(((const float *)zl_kv_k(kv, l, j))[d], 0.0f);
+                cr_assert_eq(((const float *)zl_kv_v(kv, l, j))[d], 0.0f);
+            }
+    }
+}
+
+static zl_kv *layered_kv(int n_layers, int n_ctx, int budget, int layer_max, zl_rope *rope) {
+    zl_err err = {0};
+    zl_kv *kv;
+    cr_assert_eq(zl_kv_new(&kv, n_layers, n_ctx, LDIM, ZL_TYPE_F32, &err), 0, "%s", err.msg);
+    kv->layered = 1;
+    kv->layer_max = layer_max;
+    *rope = (zl_rope){LHD, 10000.0f, 1.0f, 0};
+    zl_kv_policy p = {ZL_KVP_ANCHOR, budget, 0, 0};
+    cr_assert_eq(zl_kv_set_policy(kv, &p, rope, LHD, 1, &err), 0, "%s", err.msg);
+    return kv;
+}
+
+Test(kv, layer_budgets_ramp_up_with_depth) {
+    zl_rope rope;
+    int budgets[] = {68, 128, 256, 400, 512};
+    for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++) {
+        zl_kv *kv = layered_kv(5, 512, budgets[b], 0, &rope);
+        cr_assert_eq(kv->slices, 5);
+        long sum = 0;
+        for (int l = 0; l < 5; l++) {
+            sum += kv->layer_budget[l];
+            cr_assert_geq(kv->layer_budget[l], 4 + 32 + (budgets[b] / 4 > 32 ? budgets[b] / 4 : 32) < budgets[b]
+                                                   ? 4 + 32 + (budgets[b] / 4 > 32 ? budgets[b] / 4 : 32)
+                                                   : budgets[b]);
+            cr_assert_leq(kv->layer_budget[l], 512);
+            if (l) cr_assert_geq(kv->layer_budget[l], kv->layer_budget[l - 1]);
+        }
+        if (budgets[b] * 5 / 3 <= 512) cr_assert_eq(sum, 5L * budgets[b], "budget %d: layers hold %ld", budgets[b], sum);
+        else cr_assert_leq(sum, 5L * budgets[b]);
+        if (budgets[b] == 128) cr_assert_gt(kv->layer_budget[4], 2 * kv->layer_budget[0]);
+        zl_kv_free(kv);
+    }
+    /* a layer cap (the model's training context) keeps the ramp's shape below it */
+    zl_kv *kv = layered_kv(5, 2048, 512, 512, &rope);
+    cr_assert_eq(kv->layer_budget[4], 512);
+    cr_assert_lt(kv->layer_budget[0], kv->layer_budget[4]);
+    zl_kv_free(kv);
+    /* without engine support (layered = 0) the anchor policy keeps one slice */
+    zl_err err = {0};
+    cr_assert_eq(zl_kv_new(&kv, 5, 512, LDIM, ZL_TYPE_F32, &err), 0);
+    zl_kv_policy p = {ZL_KVP_ANCHOR, 128, 0, 0};
+    cr_assert_eq(zl_kv_set_policy(kv, &p, &rope, LHD, 1, &err), 0, "%s", err.msg);
+    cr_assert_eq(kv->slices, 1);
+    cr_assert_null(kv->layer_off);
+    zl_kv_free(kv);
+}
+
+Test(kv, layered_eviction_rerotates_exactly) {
+    for (int chunk = 1; chunk <= 32; chunk += 31) {
+        zl_rope rope;
+        zl_kv *kv = layered_kv(3, 512, 128, 0, &rope);
+        /* nothing is evicted while the sequence fits the budget, even in
+         * layers whose own budget is smaller */
+        feed(kv, &rope, 0, 128, chunk, NULL);
+        cr_assert_eq(kv->evicted, 0u);
+        for (int l = 0; l < 3; l++) cr_assert_eq(zl_kv_layer_used(kv, l), 128);
+        check_layers(kv, &rope, chunk);
+        feed(kv, &rope, 128, 1500, chunk, NULL);
+        cr_assert_gt(kv->evicted, 1000u);
+        long sum = 0;
+        for (int l = 0; l < 3; l++) {
+            int used = zl_kv_layer_used(kv, l);
+            cr_assert_leq(used, kv->layer_budget[l]);
+            sum += used;
+            /* sinks, then the most recent tokens */
+            for (int j = 0; j < used; j++) {
+                int64_t t = kv->birth[(size_t)l * kv->n_ctx + j];
+                cr_assert_eq(t, j < 4 ? j : 1500 - (used - j), "layer %d slot %d holds token %lld", l, j, (long long)t);
+            }
+            if (l) cr_assert_gt(used, zl_kv_layer_used(kv, l - 1) - chunk);
+        }
+        cr_assert_leq(sum, 3L * 128);
+        cr_assert_eq(zl_kv_cached(kv), (int)((sum + 2) / 3));
+        check_layers(kv, &rope, chunk);
+        /* rollback drops the newest tokens of every layer */
+        int before[3];
+        for (int l = 0; l < 3; l++) before[l] = zl_kv_layer_used(kv, l);
+        zl_kv_truncate(kv, kv->n_used - 5);
+        for (int l = 0; l < 3; l++) cr_assert_eq(zl_kv_layer_used(kv, l), before[l] - 5);
+        check_layers(kv, &rope, chunk);
+        zl_kv_truncate(kv, 0);
+        for (int l = 0; l < 3; l++) cr_assert_eq(kv->layer_off[l], 0);
+        check_layers(kv, &rope, chunk);
+        zl_kv_free(kv);
+    }
+}
+
+Test(kv, layered_anchors_survive_in_every_layer) {
+    zl_rope rope;
+    zl_kv *kv = layered_kv(4, 256, 100, 0, &rope);
+    enum { N = 2000 };
+    static uint8_t anchor[N];
+    int n_anchor = 0;
+    for (int i = 40; i < 52; i++) anchor[i] = 1, n_anchor++;
+    for (int i = 700; i < 705; i++) anchor[i] = 1, n_anchor++;
+    feed(kv, &rope, 0, N, 7, anchor);
+    cr_assert_eq(zl_kv_n_anchor(kv), n_anchor);
+    for (int l = 0; l < 4; l++) {
+        int found = 0;
+        for (int j = 0; j < zl_kv_layer_used(kv, l); j++) {
+            int64_t t = kv->birth[(size_t)l * kv->n_ctx + j];
+            cr_assert_eq(kv->anchor[(size_t)l * kv->n_ctx + j], anchor[t]);
+            found += anchor[t];
+        }
+        cr_assert_eq(found, n_anchor, "layer %d keeps %d of %d anchors", l, found, n_anchor);
+    }
+    check_layers(kv, &rope, 7);
+    zl_kv_free(kv);
+    /* more anchors than the first layers' shares hold: those layers use the
+     * whole budget, as without slices; more than the budget is an error */
+    memset(anchor, 0, sizeof anchor);
+    for (int i = 100; i < 140; i++) anchor[i] = 1;
+    kv = layered_kv(4, 256, 100, 0, &rope);
+    cr_assert_lt(kv->layer_budget[0], 4 + 40 + 32 + 7);
+    feed(kv, &rope, 0, 1000, 7, anchor);
+    cr_assert_eq(zl_kv_n_anchor(kv), 40);
+    for (int l = 0; l < 4; l++) cr_assert_leq(zl_kv_layer_used(kv, l), kv->layer_budget[l] > 100 ? kv->layer_budget[l] : 100);
+    check_layers(kv, &rope, 7);
+    zl_kv_free(kv);
+    for (int i = 140; i < 200; i++) anchor[i] = 1;
+    kv = layered_kv(4, 256, 100, 0, &rope);
+    zl_err err = {0};
+    int rc = 0;
+    for (int64_t t = 0; t < 400 && !rc; t += 7) {
+        int n = 7;
+        if ((rc = zl_kv_make_room(kv, n, &err))) break;
+        int base = kv->n_used;
+        kv->n_used = base + n;
+        zl_kv_note_written(kv, base, n);
+        for (int i = 0; i < n; i++)
+            if (anchor[t + i]) zl_kv_mark_anchor(kv, base + i, 1);
+    }
+    cr_assert_neq(rc, 0);
+    cr_assert(strstr(err.msg, "anchored"), "%s", err.msg);
+    zl_kv_free(kv);
+}
+
+/* Heavy hitters (policy.window > 0): beyond the recent window, the entries
+ * with the highest mean attention received are kept, in each layer's slice. */
+Test(kv, heavy_hitters_are_kept_beyond_the_window) {
+    for (int layered = 0; layered < 2; layered++) {
+        zl_err err = {0};
+        zl_kv *kv;
+        cr_assert_eq(zl_kv_new(&kv, 3, 512, LDIM, ZL_TYPE_F32, &err), 0);
+        kv->layered = layered;
+        zl_rope rope = {LHD, 10000.0f, 1.0f, 0};
+        zl_kv_policy p = {ZL_KVP_ANCHOR, 128, 0, 48};
+        cr_assert_eq(zl_kv_set_policy(kv, &p, &rope, LHD, 1, &err), 0, "%s", err.msg);
+        cr_assert_not_null(kv->score_part);
+        for (int64_t t = 0; t < 1000; t += 8) {
+            /* token 10 draws all the attention, in every layer */
+            for (int s = 0; s < kv->slices; s++)
+                for (int j = 0; j < zl_kv_layer_used(kv, s); j++)
+                    if (kv->birth[(size_t)s * kv->n_ctx + j] == 10) kv->score_part[(size_t)s * kv->n_ctx + j] += 8.0f;
+            feed(kv, &rope, t, t + 8, 8, NULL);
+        }
+        for (int s = 0; s < kv->slices; s++) {
+            int found = 0;
+            for (int j = 0; j < zl_kv_layer_used(kv, s); j++) found |= kv->birth[(size_t)s * kv->n_ctx + j] == 10;
+            cr_assert(found, "layered %d slice %d lost the heavy hitter", layered, s);
+        }
+        check_layers(kv, &rope, 8);
+        zl_kv_free(kv);
+    }
 }

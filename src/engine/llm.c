@@ -109,6 +109,7 @@ int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) 
                             o.sampling.repeat_penalty, o.sampling.repeat_last_n, o.sampling.presence_penalty,
                             o.sampling.frequency_penalty, o.sampling.seed};
     if (!rc) {
+        s->kv->layered = 1; /* the forward pass honours zl_kv_slot / zl_kv_scores */
         s->fwd = zl_fwd_new();
         s->sampler = zl_sampler_new(&sp, hp->n_vocab);
         s->logits = calloc((size_t)hp->n_vocab, sizeof(float));
@@ -135,7 +136,7 @@ void zl_seq_free(zl_seq *s) {
 }
 
 int zl_seq_n_past(const zl_seq *s) { return s->n_tokens; }
-int zl_seq_n_cached(const zl_seq *s) { return s->kv->n_used; }
+int zl_seq_n_cached(const zl_seq *s) { return zl_kv_cached(s->kv); }
 int zl_seq_n_ctx(const zl_seq *s) { return s->kv->n_ctx; }
 void zl_seq_set_exact(zl_seq *s, int exact) { zl_fwd_set_exact(s->fwd, exact); }
 
@@ -190,7 +191,7 @@ int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *
 }
 
 void zl_seq_kv_stats(const zl_seq *s, zl_kv_stats *st) {
-    st->cached = s->kv->n_used;
+    st->cached = zl_kv_cached(s->kv);
     st->budget = zl_kv_budget(s->kv);
     st->evicted = s->kv->evicted;
     st->anchors = zl_kv_n_anchor(s->kv);

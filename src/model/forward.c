@@ -140,14 +140,14 @@ static void attn_worker(void *ctx, int ith, int nth) {
                 int h = tk->kvh * group + g;
                 qr[rows] = j->q + (size_t)i * qd + (size_t)h * hd;
                 orow[rows] = j->out + (size_t)i * qd + (size_t)h * hd;
-                len[rows] = j->toks[i].pos + 1;
+                len[rows] = zl_kv_slot(kv, j->layer, j->toks[i].pos) + 1;
             }
         size_t head_off = (size_t)tk->kvh * zl_row_size(kv->type, hd);
         zl_attn_tile t = {rows, hd, 1.0f / sqrtf((float)hd), qr, orow, len, kv->type,
                           (const uint8_t *)zl_kv_k(kv, j->layer, 0) + head_off,
                           (const uint8_t *)zl_kv_v(kv, j->layer, 0) + head_off, kv->row_bytes,
                           /* anchor policy: attention received per slot, one partition per thread */
-                          kv->score_part && ith < kv->score_nth ? kv->score_part + (size_t)ith * kv->n_ctx : NULL,
+                          zl_kv_scores(kv, ith, j->layer),
                           work};
         j->fn(&t);
     }
@@ -247,8 +247,9 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
             for (int h = 0; h < hp->n_heads; h++) zl_rope_apply(&rope, qi + (size_t)h * hd, c, s);
             for (int h = 0; h < hp->n_kv_heads; h++) zl_rope_apply(&rope, ki + (size_t)h * hd, c, s);
             zl_kv *kv = kvs[toks[i].seq];
-            store_row(kv->type, zl_kv_k(kv, l, toks[i].pos), ki, kvd);
-            store_row(kv->type, zl_kv_v(kv, l, toks[i].pos), vi, kvd);
+            int slot = zl_kv_slot(kv, l, toks[i].pos);
+            store_row(kv->type, zl_kv_k(kv, l, slot), ki, kvd);
+            store_row(kv->type, zl_kv_v(kv, l, slot), vi, kvd);
         }
         attn_job aj = {m, kvs, toks, l, q, att, tasks, n_tasks, 0, scores, attn_work, attn_fn};
         double attn_macs = 2.0 * n * hp->n_heads * (double)max_ctx * hd;

@@ -475,6 +475,12 @@ try {
     assert.match(text, /zerolayer_requests_total\{route="\/v1\/chat\/completions",status="200"\} \d+/);
     assert.match(text, /zerolayer_requests_total\{route="\/v1\/messages",status="413"\} 1/);
     assert.match(text, /zerolayer_batch_size_bucket\{le="16"\} \d+/);
+    // engine time: after the requests above the engine has worked, mostly in forward passes
+    const v = (n) => Number(text.match(new RegExp('^zerolayer_engine_' + n + ' ([0-9.e+-]+)$', 'm'))[1]);
+    assert.ok(v('steps_total') > 0);
+    assert.ok(v('busy_seconds_total') > 0);
+    assert.ok(v('forward_seconds_total') > 0 && v('forward_seconds_total') <= v('busy_seconds_total'));
+    assert.ok(v('sample_seconds_total') >= 0 && v('forward_seconds_total') + v('sample_seconds_total') <= v('busy_seconds_total') * 1.001);
   });
 
   // ---- server B: one slot, queue of one, slowed engine ----

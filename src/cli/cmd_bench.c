@@ -310,7 +310,7 @@ static int batch_bench(const char *model, const long *sizes, int n_sizes, int th
     zl_err err = {0};
     zl_llm_opts lo = {threads, 0, 0, 0, prefetch ? prefetch : -1};
     zl_llm *llm;
-    mallopt(M_MMAP_THRESHOLD, 1 << 20); /* as `serve` (its KV caches stay fresh mmap'd pages) */
+    mallopt(M_MMAP_THRESHOLD, 4 << 20); /* as `serve` (its KV caches stay fresh mmap'd pages) */
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     if (n <= 0) n = 64;
     printf("model: %s\n%s, %d threads, %d generated tokens per sequence, best of %d\n\n", model, zl_llm_desc(llm),

@@ -200,8 +200,10 @@ int cmd_serve(int argc, char **argv) {
      * the heap and calloc clears them: ~13 ms per admission on the 1.1B model
      * at --ctx 2048, serial before the step that prefills them.  A fixed
      * threshold keeps them fresh zero pages (faulted as rows are written) and
-     * gives their memory back to the system when the request ends. */
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+     * gives their memory back to the system when the request ends; 4 MiB
+     * keeps per-step buffers (a batch's logits: 32 rows of a 32k vocabulary)
+     * on the heap. */
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
     zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1};
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }
     int ctx_train = zl_llm_n_ctx_train(llm);

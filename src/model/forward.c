@@ -67,6 +67,28 @@ static void matmul(zl_fwd *f, const zl_mat *W, const float *x, int64_t ldx, int 
     zl_matmul(W, x, ldx, n, y, ldy, pool, &f->work);
 }
 
+/* h1 = silu(h1) * h3 over n values, split over the pool when there is
+ * enough of it (a batch: n tokens x ffn); each value's arithmetic is the
+ * same on any thread, so results do not depend on the split. */
+typedef struct { float *h1; const float *h3; size_t n; } swiglu_job;
+
+static void swiglu_rows(void *ctx, int ith, int nth) {
+    const swiglu_job *j = ctx;
+    long b, e;
+    zl_split((long)(j->n / 16), ith, nth, &b, &e); /* 16-value chunks: threads never share a cache line */
+    size_t lo = (size_t)b * 16, hi = ith == nth - 1 ? j->n : (size_t)e * 16;
+    float *h1 = j->h1;
+    const float *h3 = j->h3;
+    for (size_t i = lo; i < hi; i++) h1[i] = h1[i] / (1.0f + expf(-h1[i])) * h3[i];
+}
+
+#define ZL_SWIGLU_PARALLEL_MIN 16384 /* values; below, a dispatch costs more than it saves */
+
+static void swiglu(float *h1, const float *h3, size_t n, zl_pool *pool) {
+    swiglu_job j = {h1, h3, n};
+    zl_pool_run(n < ZL_SWIGLU_PARALLEL_MIN ? NULL : pool, swiglu_rows, &j);
+}
+
 zl_fwd *zl_fwd_new(void) { return calloc(1, sizeof(zl_fwd)); }
 
 void zl_fwd_free(zl_fwd *f) {
@@ -267,7 +289,7 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
             matmul(f, &L->w_gate, xb, dim, n, h1, ffn, pool);
             matmul(f, &L->w_up, xb, dim, n, h3, ffn, pool);
         }
-        for (size_t i = 0; i < (size_t)n * ffn; i++) h1[i] = h1[i] / (1.0f + expf(-h1[i])) * h3[i];
+        swiglu(h1, h3, (size_t)n * ffn, pool);
         matmul(f, &L->w_down, h1, ffn, n, xb, dim, pool);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];
     }

@@ -19,6 +19,7 @@
  * out their kernel or NULL, and the scalar reference fills the gaps.  This
  * module never allocates except by growing the caller's zl_work. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,7 +108,10 @@ typedef struct {
 
 typedef struct {
     int nm, n_tok;
-    long total; /* rows of all matrices */
+    long total;                   /* rows of all matrices */
+    long tile[ZL_MULTI_MAX];      /* rows per work item of each matrix */
+    long first_item[ZL_MULTI_MAX + 1]; /* work items of matrix k: [first_item[k], first_item[k+1]) */
+    atomic_long next;             /* next work item to take */
     mm_part m[ZL_MULTI_MAX];
 } mm_job;
 
@@ -143,23 +147,33 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
     }
 }
 
-/* Each thread takes a contiguous share of the combined rows; with several
- * tokens it walks its share in tiles small enough to stay in cache and runs
- * every token through a tile before the next, so weights stream from memory
- * once per call. */
+/* The rows of all matrices are cut into tiles (weight bytes small enough to
+ * stay in cache while every token runs through them) and the threads take
+ * tiles from a shared counter until none is left: a thread that is slowed
+ * (a busy neighbour, a preempted vCPU) does fewer tiles instead of making the
+ * others wait at the end of the call.  A row's result never depends on which
+ * thread computed it. */
 static void mm_rows(void *ctx, int ith, int nth) {
-    const mm_job *j = ctx;
-    long b, e;
-    zl_split(j->total, ith, nth, &b, &e);
-    for (int k = 0; k < j->nm && b < e; k++) {
+    mm_job *j = ctx;
+    (void)ith, (void)nth;
+    const long n_items = j->first_item[j->nm];
+    int k = 0;
+    for (;;) {
+        long it = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (it >= n_items) return;
+        while (it >= j->first_item[k + 1]) k++;
         const mm_part *p = &j->m[k];
-        long lo = p->first, hi = lo + (long)p->W->rows;
-        if (e <= lo || b >= hi) continue;
-        int64_t r = (b > lo ? b : lo) - lo, re = (e < hi ? e : hi) - lo;
-        int64_t tile = j->n_tok == 1 ? re - r : (int64_t)(ZL_TILE_BYTES / (p->W->row_bytes ? p->W->row_bytes : 1));
-        if (tile < 1) tile = 1;
-        for (; r < re; r += tile) part_rows(p, j->n_tok, r, r + tile < re ? r + tile : re);
+        int64_t r = (it - j->first_item[k]) * j->tile[k], re = r + j->tile[k];
+        if (re > p->W->rows) re = p->W->rows;
+        part_rows(p, j->n_tok, r, re);
     }
+}
+
+/* rows per work item: ZL_TILE_BYTES of weights, at least enough items for
+ * every thread to get several */
+static long mm_tile_rows(const zl_mat *W) {
+    long t = (long)(ZL_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
+    return t < 1 ? 1 : t;
 }
 
 typedef struct {
@@ -190,7 +204,7 @@ static void quant_rows(void *ctx, int ith, int nth) {
 
 /* Below this many tokens the activations are quantised on the calling thread:
  * a dispatch costs more than the work. */
-#define ZL_QUANT_PARALLEL_MIN 16
+#define ZL_QUANT_PARALLEL_MIN 4
 
 typedef struct { /* how one weight type reads its input */
     zl_dot_fn dot;
@@ -251,7 +265,15 @@ static int matmul_run(const zl_mat *const *W, int nm, const float *x, int64_t ld
     }
     uint8_t *buf = need ? work_reserve(work, need) : NULL;
     if (need && !buf) return 0;
-    mm_job j = {nm, n_tok, 0, {{0}}};
+    mm_job j;
+    memset(&j, 0, sizeof j);
+    j.nm = nm;
+    j.n_tok = n_tok;
+    atomic_init(&j.next, 0);
+    for (int k = 0; k < nm; k++) {
+        j.tile[k] = mm_tile_rows(W[k]);
+        j.first_item[k + 1] = j.first_item[k] + ((long)W[k]->rows + j.tile[k] - 1) / j.tile[k];
+    }
     for (int k = 0; k < nm; k++) {
         mm_part *p = &j.m[k];
         const int src = same_as[k] >= 0 ? same_as[k] : k;

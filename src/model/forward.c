@@ -19,7 +19,7 @@
 
 /* Tokens per attention tile: more share each widened block of the cache,
  * fewer give the threads more tiles to balance. */
-#define ATTN_TOKENS 4
+#define ATTN_TOKENS 8
 
 /* Below this many multiply-adds an operation is not worth a thread dispatch. */
 #define ZL_PARALLEL_MIN_MACS (1 << 20)

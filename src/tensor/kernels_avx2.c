@@ -449,7 +449,7 @@ int zl_prep_kernel_avx2(zl_type t, zl_prep_kernel *out) {
     out->prep = q8p2_prep;
     out->dot = t == ZL_TYPE_Q4_0 ? dot_q4_0_prep : dot_q8_0_prep;
     out->dot4 = NULL; /* measured: four-token versions lose to this on AVX2's 16 registers */
-    out->dot2 = out->dot3 = out->dot8 = NULL;
+    out->dot2 = out->dot3 = out->dot5 = out->dot6 = out->dot7 = out->dot8 = NULL;
     return 1;
 }
 

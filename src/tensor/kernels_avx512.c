@@ -129,11 +129,14 @@ ZL_INLINE void dotT_float(const void *w, const void *x, size_t xs, int64_t n, fl
     for (int t = 0; t < T; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-/* T-token instantiations (T = 2, 3, 4, 8) of a kernel body taking (..., T) */
+/* T-token instantiations (T = 2..8) of a kernel body taking (..., T) */
 #define ZL_DOTT_SET(name, body, ...)                                                                            \
     static void name##2(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 2); } \
     static void name##3(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 3); } \
     static void name##4(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 4); } \
+    static void name##5(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 5); } \
+    static void name##6(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 6); } \
+    static void name##7(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 7); } \
     static void name##8(const void *w, const void *x, size_t xs, int64_t n, float *out) { body(w, x, xs, n, out, __VA_ARGS__, 8); }
 ZL_DOTT_SET(dott_f32_, dotT_float, 0)
 ZL_DOTT_SET(dott_f16_, dotT_float, 1)
@@ -542,7 +545,8 @@ zl_dot_fn zl_dot_fn_avx512(zl_type t) {
 
 zl_dot4_fn zl_dotT_fn_avx512(zl_type t, int T) {
 #define ZL_PICK_T(base)                                                                           \
-    return T == 2 ? base##2 : T == 3 ? base##3 : T == 4 ? base##4 : T == 8 ? base##8 : NULL
+    return T == 2 ? base##2 : T == 3 ? base##3 : T == 4 ? base##4 : T == 5 ? base##5 : T == 6 ? base##6 \
+         : T == 7 ? base##7 : T == 8 ? base##8 : NULL
     switch (t) {
     case ZL_TYPE_F32: ZL_PICK_T(dott_f32_);
     case ZL_TYPE_F16: ZL_PICK_T(dott_f16_);
@@ -562,6 +566,9 @@ zl_dot4_fn zl_dot4_fn_avx512(zl_type t) { return zl_dotT_fn_avx512(t, 4); }
         (out)->dot2 = (vbmi) ? base##2_b8 : base##2_w16;                  \
         (out)->dot3 = (vbmi) ? base##3_b8 : base##3_w16;                  \
         (out)->dot4 = (vbmi) ? base##4_b8 : base##4_w16;                  \
+        (out)->dot5 = (vbmi) ? base##5_b8 : base##5_w16;                  \
+        (out)->dot6 = (vbmi) ? base##6_b8 : base##6_w16;                  \
+        (out)->dot7 = (vbmi) ? base##7_b8 : base##7_w16;                  \
         (out)->dot8 = (vbmi) ? base##8_b8 : base##8_w16;                  \
     } while (0)
 

@@ -41,7 +41,7 @@ typedef struct zl_prep_kernel {
     void (*prep)(const void *xq, void *xp, int64_t n); /* partner row -> prepared */
     zl_dot_fn dot;                                     /* dot(weight row, prepared row, n) */
     zl_dot4_fn dot4;                                   /* four prepared rows at once, or NULL */
-    zl_dot4_fn dot2, dot3, dot8;                       /* two, three, eight rows at once, or NULL */
+    zl_dot4_fn dot2, dot3, dot5, dot6, dot7, dot8;     /* 2, 3, 5..8 rows at once, or NULL */
 } zl_prep_kernel;
 /* Every multi-row kernel gives each row exactly the result dot() gives it:
  * a token's numbers never depend on how many tokens share the call. */

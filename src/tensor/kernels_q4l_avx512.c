@@ -148,6 +148,9 @@ static float dot1(const void *w, const void *xp, int64_t n) {
 static void dot2(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 2); }
 static void dot3(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 3); }
 static void dot4(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 4); }
+static void dot5(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 5); }
+static void dot6(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 6); }
+static void dot7(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 7); }
 static void dot8(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 8); }
 
 void zl_prep_kernel_q4l_avx512(zl_prep_kernel *out) {
@@ -157,6 +160,9 @@ void zl_prep_kernel_q4l_avx512(zl_prep_kernel *out) {
     out->dot2 = dot2;
     out->dot3 = dot3;
     out->dot4 = dot4;
+    out->dot5 = dot5;
+    out->dot6 = dot6;
+    out->dot7 = dot7;
     out->dot8 = dot8;
 }
 

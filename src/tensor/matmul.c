@@ -98,7 +98,7 @@ float zl_vec_dot(zl_type t, const void *wrow, const void *xrow, int64_t n) {
 typedef struct {
     const zl_mat *W;
     zl_dot_fn dot;
-    zl_dot4_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2, 3, 4, 8), or NULL */
+    zl_dot4_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2..8), or NULL */
     const uint8_t *xq;
     size_t xq_stride;
     float *y;
@@ -125,9 +125,9 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; r++) p->y[r] = p->dot(w + (size_t)r * rb, p->xq, cols);
         return;
     }
-    static const int widths[4] = {8, 4, 3, 2};
+    static const int widths[7] = {8, 7, 6, 5, 4, 3, 2};
     int t = 0;
-    for (int wi = 0; wi < 4; wi++) {
+    for (int wi = 0; wi < 7; wi++) {
         const int k = widths[wi];
         zl_dot4_fn f = p->dotk[k];
         if (!f) continue;
@@ -226,7 +226,7 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
     if (avx512 && zl_dot_fn_avx512(t) && pl->dotk[4] && zl_dotT_fn_avx512(t, 4) == pl->dotk[4]) {
         pl->dotk[2] = zl_dotT_fn_avx512(t, 2);
         pl->dotk[3] = zl_dotT_fn_avx512(t, 3);
-        pl->dotk[8] = zl_dotT_fn_avx512(t, 8);
+        for (int k = 5; k <= 8; k++) pl->dotk[k] = zl_dotT_fn_avx512(t, k);
     }
     if (pl->partner == ZL_TYPE_F32) return 1;
     pl->prep = avx512 && zl_prep_kernel_avx512(t, &pl->pk);
@@ -239,6 +239,9 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
         pl->dotk[2] = pl->pk.dot2;
         pl->dotk[3] = pl->pk.dot3;
         pl->dotk[4] = pl->pk.dot4;
+        pl->dotk[5] = pl->pk.dot5;
+        pl->dotk[6] = pl->pk.dot6;
+        pl->dotk[7] = pl->pk.dot7;
         pl->dotk[8] = pl->pk.dot8;
     }
     return 1;

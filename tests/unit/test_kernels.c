@@ -564,12 +564,12 @@ Test(vec_dot, four_token_kernels) {
                         k, out[k], r);
             }
             if (level == ZL_ISA_AVX512) {
-                /* 2, 3, 4 and 8 tokens: each bit-identical to the level's one-token kernel */
+                /* 2..8 tokens: each bit-identical to the level's one-token kernel */
                 uint8_t *x8 = malloc(8 * xs);
                 for (int k = 0; k < 8; k++) random_partner_row(p, x8 + k * xs, n);
                 zl_dot_fn one = zl_dot_fn_avx512(t);
-                int Ts[4] = {2, 3, 4, 8};
-                for (int ti2 = 0; ti2 < 4; ti2++) {
+                int Ts[7] = {2, 3, 4, 5, 6, 7, 8};
+                for (int ti2 = 0; ti2 < 7; ti2++) {
                     zl_dot4_fn g = zl_dotT_fn_avx512(t, Ts[ti2]);
                     cr_assert(g, "%s: no %d-token kernel", tname(t), Ts[ti2]);
                     float many[8];
@@ -763,7 +763,7 @@ Test(vec_dot, prepared_kernels) {
                         REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s dot4 vbmi=%d n=%ld tok %d: got %.9g ref %.9g",
                                 tname(t), vbmi, (long)n, k, out[k], r);
                     }
-                    /* two, three, four and eight tokens at once: each token's result
+                    /* two to eight tokens at once: each token's result
                      * bit-identical to the one-token kernel's (batch-size independence) */
                     uint8_t *xp8 = aligned_alloc(64, 8 * ps), *x1 = malloc(xs);
                     float one[8], many[8];
@@ -772,9 +772,9 @@ Test(vec_dot, prepared_kernels) {
                         pk.prep(x1, xp8 + k * ps, n);
                         one[k] = pk.dot(w, xp8 + k * ps, n);
                     }
-                    zl_dot4_fn fs[4] = {pk.dot2, pk.dot3, pk.dot4, pk.dot8};
-                    int ks[4] = {2, 3, 4, 8};
-                    for (int fi = 0; fi < 4; fi++) {
+                    zl_dot4_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
+                    int ks[7] = {2, 3, 4, 5, 6, 7, 8};
+                    for (int fi = 0; fi < 7; fi++) {
                         cr_assert(fs[fi], "%s: no %d-token kernel", tname(t), ks[fi]);
                         fs[fi](w, xp8, ps, n, many);
                         for (int k = 0; k < ks[fi]; k++)

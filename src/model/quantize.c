@@ -1,13 +1,15 @@
-/* quantize.c — quantize (GGUF → GGUF in another type) and synth (random
- * llama model), both over the streaming GGUF writer.
+/* quantize.c — quantize (GGUF → GGUF in another type), synth (random
+ * llama model) and the generated-tensor writer they and embed.c share, all
+ * over the streaming GGUF writer.
  *
- * Owns: choosing each tensor's storage type and producing its bytes.  Both
- * commands reduce to one loop: for each tensor, fill float rows (dequantised
- * from the mmap'd source, or drawn from the seeded generator), quantise them
- * in parallel into a chunk buffer and append the chunk to the output.  Only
- * one chunk (~16 MiB) and one float row per thread are ever in memory, so a
- * model of any size converts in constant memory.  Never prints: progress and
- * fallback notes go to the caller's callback. */
+ * Owns: choosing each tensor's storage type and producing its bytes.  Every
+ * command reduces to one loop: for each tensor, fill float rows (dequantised
+ * from the mmap'd source, drawn from the seeded generator, or computed by a
+ * caller's row function), quantise them in parallel into a chunk buffer and
+ * append the chunk to the output.  Only one chunk (~16 MiB) and two float
+ * rows per thread are ever in memory, so a model of any size converts in
+ * constant memory.  Never prints: progress and fallback notes go to the
+ * caller's callback. */
 #include "quantize.h"
 
 #include <stdio.h>
@@ -109,7 +111,7 @@ zl_type zl_quant_tensor_type(const zl_qtarget *t, const char *name, uint32_t n_d
 
 #define CHUNK_BYTES (16u << 20)
 
-typedef enum { SRC_TENSOR, SRC_RANDOM, SRC_ONES } src_kind;
+typedef enum { SRC_TENSOR, SRC_RANDOM, SRC_ONES, SRC_FUNC } src_kind;
 
 /* Where one tensor's float rows come from. */
 typedef struct row_src {
@@ -118,6 +120,8 @@ typedef struct row_src {
     zl_type type;
     size_t row_bytes;
     uint64_t seed; /* SRC_RANDOM: per-tensor seed */
+    zl_row_fill fill; /* SRC_FUNC */
+    const void *ctx;
 } row_src;
 
 static uint64_t splitmix64(uint64_t *s) {
@@ -142,11 +146,22 @@ static void fill_random(uint64_t seed, int64_t row, float *dst, int64_t n) {
     }
 }
 
-static void fill_row(const row_src *src, int64_t row, float *dst, int64_t n) {
+void zl_gen_random_row(uint64_t tensor_seed, int64_t row, float *dst, int64_t n) {
+    fill_random(tensor_seed, row, dst, n);
+}
+
+uint64_t zl_gen_tensor_seed(uint64_t seed, int index) {
+    uint64_t ts = (uint64_t)index + 1;
+    return splitmix64(&ts) ^ seed;
+}
+
+/* tmp: n more floats of scratch for SRC_FUNC */
+static void fill_row(const row_src *src, int64_t row, float *dst, int64_t n, float *tmp) {
     switch (src->kind) {
     case SRC_TENSOR: zl_dequant_row(src->type, src->data + (size_t)row * src->row_bytes, dst, n); break;
     case SRC_RANDOM: fill_random(src->seed, row, dst, n); break;
     case SRC_ONES: for (int64_t i = 0; i < n; i++) dst[i] = 1.0f; break;
+    case SRC_FUNC: src->fill(src->ctx, row, dst, n, tmp); break;
     }
 }
 
@@ -155,7 +170,7 @@ typedef struct conv {
     zl_pool *pool;
     uint8_t *chunk;
     size_t chunk_cap;
-    float *scratch; /* n_threads rows */
+    float *scratch; /* two rows per thread */
     size_t scratch_cap;
 } conv;
 
@@ -172,9 +187,9 @@ static void chunk_rows(void *ctx, int ith, int nth) {
     const chunk_job *j = ctx;
     long b, e;
     zl_split((long)(j->r1 - j->r0), ith, nth, &b, &e);
-    float *x = j->scratch + (size_t)ith * (size_t)j->cols;
+    float *x = j->scratch + (size_t)ith * 2 * (size_t)j->cols;
     for (long r = b; r < e; r++) {
-        fill_row(j->src, j->r0 + r, x, j->cols);
+        fill_row(j->src, j->r0 + r, x, j->cols, x + j->cols);
         zl_quantize_row(j->to, x, j->out + (size_t)r * j->out_row, j->cols);
     }
 }
@@ -199,7 +214,7 @@ static int convert_tensor(conv *c, const row_src *src, int64_t cols, int64_t row
     if (per_chunk > rows) per_chunk = rows;
     int nth = zl_pool_size(c->pool);
     if (grow((void **)&c->chunk, &c->chunk_cap, (size_t)per_chunk * out_row) ||
-        grow((void **)&c->scratch, &c->scratch_cap, (size_t)nth * (size_t)cols * sizeof(float)))
+        grow((void **)&c->scratch, &c->scratch_cap, (size_t)nth * 2 * (size_t)cols * sizeof(float)))
         return zl_errf(err, ZL_ENOMEM, "out of memory for a %lld-element row", (long long)cols);
     for (int64_t r0 = 0; r0 < rows; r0 += per_chunk) {
         int64_t r1 = r0 + per_chunk < rows ? r0 + per_chunk : rows;
@@ -308,7 +323,7 @@ int zl_quantize_file(const char *in, const char *out, const zl_qtarget *t, const
     for (uint64_t i = 0; !rc && i < nt; i++) {
         const zl_gguf_tensor *gt = &q.g->tensors[i];
         zl_str_copy(gt->name, name, sizeof name);
-        row_src src = {SRC_TENSOR, gt->data, (zl_type)gt->type, zl_row_size((zl_type)gt->type, gt->ne[0]), 0};
+        row_src src = {SRC_TENSOR, gt->data, (zl_type)gt->type, zl_row_size((zl_type)gt->type, gt->ne[0]), 0, NULL, NULL};
         rc = convert_tensor(&q.c, &src, gt->ne[0], n_rows(gt->ne), q.to[i], q.s, err);
         if (rc) { zl_err_prefix(err, "tensor %s", name); break; }
         uint64_t ob = zl_gguf_stream_tensor_bytes(q.s, i);
@@ -329,14 +344,55 @@ int zl_quantize_file(const char *in, const char *out, const zl_qtarget *t, const
     return 0;
 }
 
-/* ---- synth ---- */
+/* ---- generated tensors ---- */
 
-typedef struct stensor_spec {
-    char name[64];
-    uint32_t n_dims;
-    int64_t ne[ZL_GGUF_MAX_DIMS];
-    src_kind kind;
-} stensor_spec;
+int zl_write_generated(zl_gguf_stream *s, const char *out_path, const zl_gen_tensor *ts, int n,
+                       const zl_qtarget *target, int n_layers, const zl_quantize_opts *o, zl_qstats *st, zl_err *err) {
+    zl_quantize_opts opts = {0};
+    if (o) opts = *o;
+    zl_qstats local = {0};
+    if (!st) st = &local;
+    conv c = {zl_pool_new(opts.n_threads), NULL, 0, NULL, 0};
+    zl_type *to = calloc((size_t)n + 1, sizeof *to);
+    char (*notes)[192] = calloc((size_t)n + 1, sizeof *notes);
+    int rc = 0;
+    if (!c.pool || !to || !notes) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    if (!rc && set_file_type(s, target)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    for (int i = 0; !rc && i < n; i++) {
+        to[i] = zl_quant_tensor_type(target, ts[i].name, ts[i].n_dims, ts[i].ne, n_layers, 0, notes[i],
+                                     sizeof notes[i]);
+        st->n_fallback += notes[i][0] != 0;
+        if (zl_gguf_stream_add_tensor(s, ts[i].name, to[i], ts[i].n_dims, ts[i].ne))
+            rc = zl_errf(err, ZL_ENOMEM, "cannot declare tensor %s", ts[i].name);
+    }
+    if (!rc) rc = zl_gguf_stream_begin(s, out_path, err);
+    for (int i = 0; !rc && i < n; i++) {
+        static const src_kind kinds[] = {[ZL_GEN_RANDOM] = SRC_RANDOM, [ZL_GEN_ONES] = SRC_ONES,
+                                         [ZL_GEN_FUNC] = SRC_FUNC};
+        row_src src = {kinds[ts[i].kind], NULL, ZL_TYPE_F32, 0, ts[i].seed, ts[i].fill, ts[i].ctx};
+        rc = convert_tensor(&c, &src, ts[i].ne[0], n_rows(ts[i].ne), to[i], s, err);
+        if (rc) { zl_err_prefix(err, "tensor %s", ts[i].name); break; }
+        uint64_t ob = zl_gguf_stream_tensor_bytes(s, (size_t)i);
+        st->out_bytes += ob;
+        st->in_bytes += (uint64_t)(ts[i].ne[0] * n_rows(ts[i].ne)) * sizeof(float);
+        st->n_tensors++;
+        if (opts.progress) {
+            zl_qevent ev = {i, n, ts[i].name, ts[i].n_dims, ts[i].ne, to[i], to[i], ob, ob,
+                            notes[i][0] ? notes[i] : NULL};
+            opts.progress(opts.ud, &ev);
+        }
+    }
+    if (!rc) rc = zl_gguf_stream_finish(s, err);
+    zl_pool_free(c.pool);
+    free(c.chunk);
+    free(c.scratch);
+    free(to);
+    free(notes);
+    if (!rc) st->file_bytes = file_size(out_path);
+    return rc;
+}
+
+/* ---- synth ---- */
 
 static int synth_check(const zl_synth_params *p, zl_err *err) {
     if (p->dim <= 0 || p->ffn <= 0 || p->n_layers <= 0 || p->n_heads <= 0 || p->n_kv_heads <= 0)
@@ -348,15 +404,16 @@ static int synth_check(const zl_synth_params *p, zl_err *err) {
     return 0;
 }
 
-/* Tensors in llama.cpp's order: embeddings, output, then each block. */
-static stensor_spec *synth_tensors(const zl_synth_params *p, int64_t n_vocab, int *n_out) {
+int zl_synth_check_shape(const zl_synth_params *p, zl_err *err) { return synth_check(p, err); }
+
+zl_gen_tensor *zl_llama_tensors(const zl_synth_params *p, int64_t n_vocab, int *n_out) {
     int n = 3 + 9 * p->n_layers;
-    stensor_spec *v = calloc((size_t)n, sizeof *v);
+    zl_gen_tensor *v = calloc((size_t)n, sizeof *v);
     if (!v) return NULL;
     int64_t d = p->dim, f = p->ffn, kvd = (int64_t)p->n_kv_heads * (p->dim / p->n_heads);
     int k = 0;
-#define T2(nm, a, b) (v[k] = (stensor_spec){"", 2, {a, b, 1, 1}, SRC_RANDOM}, snprintf(v[k].name, 64, "%s", nm), k++)
-#define T1(nm, a) (v[k] = (stensor_spec){"", 1, {a, 1, 1, 1}, SRC_ONES}, snprintf(v[k].name, 64, "%s", nm), k++)
+#define T2(nm, a, b) (v[k] = (zl_gen_tensor){"", 2, {a, b, 1, 1}, ZL_GEN_RANDOM, 0, NULL, NULL}, snprintf(v[k].name, 64, "%s", nm), k++)
+#define T1(nm, a) (v[k] = (zl_gen_tensor){"", 1, {a, 1, 1, 1}, ZL_GEN_ONES, 0, NULL, NULL}, snprintf(v[k].name, 64, "%s", nm), k++)
     T2("token_embd.weight", d, n_vocab);
     T1("output_norm.weight", d);
     T2("output.weight", d, n_vocab);
@@ -376,11 +433,12 @@ static stensor_spec *synth_tensors(const zl_synth_params *p, int64_t n_vocab, in
     }
 #undef T1
 #undef T2
+    for (int i = 0; i < k; i++) v[i].seed = zl_gen_tensor_seed(p->seed, i);
     *n_out = k;
     return v;
 }
 
-static int synth_metadata(zl_gguf_stream *s, const zl_synth_params *p, const zl_gguf *vocab) {
+int zl_llama_metadata(zl_gguf_stream *s, const zl_synth_params *p, const zl_gguf *vocab) {
     int rc = zl_gguf_stream_set_str(s, "general.architecture", "llama");
     rc |= zl_gguf_stream_set_str(s, "general.name", "zerolayer-synth");
     rc |= zl_gguf_stream_set_u32(s, "llama.context_length", (uint32_t)(p->n_ctx > 0 ? p->n_ctx : 2048));
@@ -414,48 +472,15 @@ int zl_synth_file(const zl_synth_params *p, zl_qstats *st, zl_err *err) {
         return zl_errf(err, ZL_EFORMAT, "%s has no usable tokenizer.ggml.tokens array", p->vocab_path);
     }
     int n = 0;
-    stensor_spec *spec = synth_tensors(p, (int64_t)toks->v.arr.n, &n);
+    zl_gen_tensor *spec = zl_llama_tensors(p, (int64_t)toks->v.arr.n, &n);
     zl_gguf_stream *s = zl_gguf_stream_new();
-    conv c = {zl_pool_new(p->opts.n_threads), NULL, 0, NULL, 0};
-    zl_type *to = calloc((size_t)n + 1, sizeof *to);
-    char (*notes)[192] = calloc((size_t)n + 1, sizeof *notes);
-    if (!spec || !s || !c.pool || !to || !notes) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
-    if (!rc && synth_metadata(s, p, vocab)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
-    for (int i = 0; !rc && i < n; i++) {
-        to[i] = zl_quant_tensor_type(&p->target, spec[i].name, spec[i].n_dims, spec[i].ne, p->n_layers, 0, notes[i],
-                                     sizeof notes[i]);
-        st->n_fallback += notes[i][0] != 0;
-        if (zl_gguf_stream_add_tensor(s, spec[i].name, to[i], spec[i].n_dims, spec[i].ne))
-            rc = zl_errf(err, ZL_ENOMEM, "cannot declare tensor %s", spec[i].name);
-    }
-    if (!rc) rc = zl_gguf_stream_begin(s, p->out_path, err);
-    for (int i = 0; !rc && i < n; i++) {
-        row_src src = {spec[i].kind, NULL, ZL_TYPE_F32, 0, 0};
-        uint64_t ts = (uint64_t)i + 1;
-        src.seed = splitmix64(&ts) ^ p->seed;
-        rc = convert_tensor(&c, &src, spec[i].ne[0], n_rows(spec[i].ne), to[i], s, err);
-        if (rc) { zl_err_prefix(err, "tensor %s", spec[i].name); break; }
-        uint64_t ob = zl_gguf_stream_tensor_bytes(s, (size_t)i);
-        st->out_bytes += ob;
-        st->in_bytes += (uint64_t)(spec[i].ne[0] * n_rows(spec[i].ne)) * sizeof(float);
-        st->n_tensors++;
-        if (p->opts.progress) {
-            zl_qevent ev = {i, n, spec[i].name, spec[i].n_dims, spec[i].ne, to[i], to[i], ob, ob,
-                            notes[i][0] ? notes[i] : NULL};
-            p->opts.progress(p->opts.ud, &ev);
-        }
-    }
-    if (!rc) rc = zl_gguf_stream_finish(s, err);
+    if (!spec || !s) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    if (!rc && zl_llama_metadata(s, p, vocab)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    if (!rc) rc = zl_write_generated(s, p->out_path, spec, n, &p->target, p->n_layers, &p->opts, st, err);
     zl_gguf_stream_free(s);
-    zl_pool_free(c.pool);
-    free(c.chunk);
-    free(c.scratch);
-    free(to);
-    free(notes);
     free(spec);
     zl_gguf_close(vocab);
     if (rc) return rc;
-    st->file_bytes = file_size(p->out_path);
     st->seconds = now_s() - t0;
     return 0;
 }

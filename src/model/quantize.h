@@ -1,5 +1,6 @@
-/* quantize.h — writing model files: type conversion (quantize) and
- * random-weight llama models (synth).
+/* quantize.h — writing model files: type conversion (quantize),
+ * random-weight llama models (synth), and the writer of generated tensors
+ * both synth and embed.h's embedding use.
  *
  * A target names either one tensor type or one of llama.cpp's mixes.  Plain
  * F32/F16/BF16 and the pure K names (Q4_K, Q5_K) put every weight matrix in
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #include "../base/err.h"
+#include "../gguf/gguf.h"
 #include "../tensor/types.h"
 
 typedef enum {
@@ -87,5 +89,42 @@ typedef struct zl_synth_params {
 /* Write a random-weight llama model: weights approximately N(0, 0.02²) from a
  * seeded generator (the same file for any thread count), norms 1. */
 int zl_synth_file(const zl_synth_params *p, zl_qstats *st, zl_err *err);
+
+/* ---- generated tensors (synth, and embed.c) ----
+ * A tensor whose float rows are produced on the fly, then stored in the type
+ * the target chooses for it.  A FUNC tensor's fill is called once per row,
+ * from any worker thread and in any order, so it must depend only on (ctx,
+ * row); tmp is scratch for n more floats. */
+typedef void (*zl_row_fill)(const void *ctx, int64_t row, float *dst, int64_t n, float *tmp);
+typedef enum { ZL_GEN_RANDOM = 0, ZL_GEN_ONES, ZL_GEN_FUNC } zl_gen_kind;
+typedef struct zl_gen_tensor {
+    char name[64];
+    uint32_t n_dims;
+    int64_t ne[ZL_GGUF_MAX_DIMS];
+    zl_gen_kind kind;
+    uint64_t seed;    /* RANDOM: the tensor's stream (zl_gen_tensor_seed) */
+    zl_row_fill fill; /* FUNC */
+    const void *ctx;
+} zl_gen_tensor;
+
+/* The stream of tensor `index` under a file seed, and row `row` of it:
+ * approximately N(0, 0.02²), the same on any thread. */
+uint64_t zl_gen_tensor_seed(uint64_t seed, int index);
+void zl_gen_random_row(uint64_t tensor_seed, int64_t row, float *dst, int64_t n);
+/* synth's shape rules (positive sizes, heads divide dim and are a multiple of
+ * kv-heads, even head dimension); 0 or ZL_EINVAL naming the rule. */
+int zl_synth_check_shape(const zl_synth_params *p, zl_err *err);
+/* The 3 + 9 * n_layers tensors of a llama model of p's shape in llama.cpp's
+ * order (token_embd, output_norm, output, then attn_norm, attn_q, attn_k,
+ * attn_v, attn_output, ffn_norm, ffn_gate, ffn_down, ffn_up per block): 2-D
+ * RANDOM with seeds from p->seed, norms ONES.  NULL when out of memory. */
+zl_gen_tensor *zl_llama_tensors(const zl_synth_params *p, int64_t n_vocab, int *n_out);
+/* synth's llama.* metadata for p's shape and every tokenizer.* key of vocab. */
+int zl_llama_metadata(zl_gguf_stream *s, const zl_synth_params *p, const zl_gguf *vocab);
+/* Declare the n tensors (types chosen by target, n_layers for the mixes) in
+ * s, whose metadata is set, write them to out_path and finish.  Adds to st
+ * (n_tensors, n_fallback, in/out bytes; may be NULL) and sets file_bytes. */
+int zl_write_generated(zl_gguf_stream *s, const char *out_path, const zl_gen_tensor *t, int n,
+                       const zl_qtarget *target, int n_layers, const zl_quantize_opts *o, zl_qstats *st, zl_err *err);
 
 #endif

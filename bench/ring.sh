@@ -4,7 +4,10 @@
 # env: RUNS (interleaved runs per mode; the best is reported, as the run least disturbed by other
 #      load on the machine, and the median; default 15), N (tokens, default 200),
 #      CURVE (verify cost of a forward over k = 1, 2, ... tokens relative to k = 1, comma-separated;
-#      default: the synthetic 1.1B Q4_0 model, see below), DRAFT_LAYERS (also time --spec draft).
+#      default: the synthetic 1.1B Q4_0 model, see below),
+#      TASKS (tasks timed with --spec lookup, space-separated; default all six below; empty: none),
+#      DRAFT_LAYERS (also time --spec draft --draft-layers N), DRAFT_MODEL (also time --spec draft
+#      --draft-model FILE), DRAFT_TASKS (tasks of the draft sections; default "self-quote-1 ungrounded").
 #
 # Tasks (greedy, so the text is identical in every mode and only the speed differs):
 #   self-quote-*  input-grounded: the prompt holds a passage the model itself wrote after a seed
@@ -18,7 +21,9 @@
 # (tokens per verify step) / cost(1 + drafted per verify step).  stories260K itself is compute-bound
 # (a forward over k tokens costs ~k x one token: bench --verify-curve), so its ring/plain ratio stays
 # near 1 whatever the acceptance; the projection is the figure that carries over to a model whose
-# decode is bound by reading weights.
+# decode is bound by reading weights (on such a model, e.g. bench/ring_1b.sh's, the measured ratio is the
+# figure; the projection then checks the curve).  For the draft sections the projection leaves out the
+# drafter's own cost.
 set -euo pipefail
 ZL=${1:-build/bin/zerolayer}
 MODEL=${2:-models/stories260K.gguf}
@@ -72,22 +77,48 @@ task() { # name prompt
   fi
 }
 
+# task prompts, built once (self-quote prompts cost a greedy run of MODEL each)
+declare -A PROMPT
+need() {
+  [ -n "${PROMPT[$1]+x}" ] && return
+  case "$1" in
+    self-quote-1) PROMPT[$1]="$S1 $(greedy "$S1" 160) $S1" ;;
+    self-quote-2) PROMPT[$1]="$S2 $(greedy "$S2" 160) $S2" ;;
+    self-quote-3) PROMPT[$1]="$S3 $(greedy "$S3" 80) $S3" ;;
+    grounded-1) PROMPT[$1]="$P1" ;;
+    grounded-2) PROMPT[$1]="$P2" ;;
+    ungrounded) PROMPT[$1]="" ;;
+    *) echo "ring.sh: unknown task '$1' (self-quote-1..3, grounded-1..2, ungrounded)" >&2; exit 1 ;;
+  esac
+}
+tasks() { for t in $1; do need "$t"; task "$t" "${PROMPT[$t]}"; done; }
+header() {
+  echo "| task | prompt tokens | plain tok/s | ring tok/s | ring/plain | acceptance | tokens/verify step | drafted/verify step | projected |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+}
+TASKS=${TASKS-self-quote-1 self-quote-2 self-quote-3 grounded-1 grounded-2 ungrounded}
+DRAFT_TASKS=${DRAFT_TASKS:-self-quote-1 ungrounded}
+
 echo "model: $MODEL, threads $T, $N greedy tokens, best (median) of $RUNS interleaved runs per mode; projection curve: $CURVE"
-echo
-echo "| task | prompt tokens | plain tok/s | ring tok/s | ring/plain | acceptance | tokens/verify step | drafted/verify step | projected |"
-echo "|---|---|---|---|---|---|---|---|---|"
-RING_ARGS=(--spec lookup)
-task self-quote-1 "$S1 $(greedy "$S1" 160) $S1"
-task self-quote-2 "$S2 $(greedy "$S2" 160) $S2"
-task self-quote-3 "$S3 $(greedy "$S3" 80) $S3"
-task grounded-1 "$P1"
-task grounded-2 "$P2"
-task ungrounded ""
+if [ -n "$TASKS" ]; then
+  echo
+  header
+  RING_ARGS=(--spec lookup)
+  tasks "$TASKS"
+fi
 if [ -n "${DRAFT_LAYERS:-}" ]; then
   RING_ARGS=(--spec draft --draft-layers "$DRAFT_LAYERS")
   echo
   echo "ring = --spec draft with the model's own first $DRAFT_LAYERS layers (self-speculation):"
   echo
-  task self-quote-1 "$S1 $(greedy "$S1" 160) $S1"
-  task ungrounded ""
+  header
+  tasks "$DRAFT_TASKS"
+fi
+if [ -n "${DRAFT_MODEL:-}" ]; then
+  RING_ARGS=(--spec draft --draft-model "$DRAFT_MODEL")
+  echo
+  echo "ring = --spec draft with the draft model $DRAFT_MODEL:"
+  echo
+  header
+  tasks "$DRAFT_TASKS"
 fi

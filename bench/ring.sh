@@ -17,8 +17,10 @@
 #   grounded-*    a passage written by hand, restarted (stories260K does not copy these closely)
 #   ungrounded    free generation from BOS: the ring must not cost more than 5%
 # Columns: tok/s plain and ring, best (median); acceptance = accepted / drafted over the ring's verify steps
-# (all runs); tokens per verify step; "projected" = what those verify steps yield on the CURVE model:
-# (tokens per verify step) / cost(1 + drafted per verify step).  stories260K itself is compute-bound
+# (all runs); steps verified = share of the ring's steps that had a draft to verify (the rest are plain
+# steps: no n-gram match, or drafting paused); tokens per verify step; "projected" = what the ring's steps
+# yield on the CURVE model: all tokens / (plain steps + verify steps x cost(1 + drafted per verify step)),
+# the cost of a plain step being 1.  stories260K itself is compute-bound
 # (a forward over k tokens costs ~k x one token: bench --verify-curve), so its ring/plain ratio stays
 # near 1 whatever the acceptance; the projection is the figure that carries over to a model whose
 # decode is bound by reading weights (on such a model, e.g. bench/ring_1b.sh's, the measured ratio is the
@@ -71,9 +73,11 @@ task() { # name prompt
     local tpv dpv c
     tpv=$(awk "BEGIN{printf \"%.2f\", ($v+$a)/$v}"); dpv=$(awk "BEGIN{printf \"%.2f\", $d/$v}")
     c=$(cost "$(awk "BEGIN{print 1+$d/$v}")")
-    echo "| $name | $ntok | $bp ($mp) | $br ($mr) | $(awk "BEGIN{printf \"%.2f (%.2f)\", $br/$bp, $mr/$mp}") | $(awk "BEGIN{printf \"%.0f%%\", 100*$a/$d}") ($a/$d) | $tpv | $dpv | $(awk "BEGIN{printf \"%.2f\", $tpv/$c}")x |"
+    # projected: all tokens over the cost of all steps, plain steps (no draft found, or drafting paused)
+    # counting 1 and verify steps cost(1 + drafted)
+    echo "| $name | $ntok | $bp ($mp) | $br ($mr) | $(awk "BEGIN{printf \"%.2f (%.2f)\", $br/$bp, $mr/$mp}") | $(awk "BEGIN{printf \"%.0f%%\", 100*$a/$d}") ($a/$d) | $(awk "BEGIN{printf \"%.0f%%\", 100*$v/$s}") | $tpv | $dpv | $(awk "BEGIN{printf \"%.2f\", ($s+$a)/(($s-$v)+$v*$c)}")x |"
   else
-    echo "| $name | $ntok | $bp ($mp) | $br ($mr) | $(awk "BEGIN{printf \"%.2f (%.2f)\", $br/$bp, $mr/$mp}") | no verify step | - | - | - |"
+    echo "| $name | $ntok | $bp ($mp) | $br ($mr) | $(awk "BEGIN{printf \"%.2f (%.2f)\", $br/$bp, $mr/$mp}") | no verify step | 0% | - | - | - |"
   fi
 }
 
@@ -93,8 +97,8 @@ need() {
 }
 tasks() { for t in $1; do need "$t"; task "$t" "${PROMPT[$t]}"; done; }
 header() {
-  echo "| task | prompt tokens | plain tok/s | ring tok/s | ring/plain | acceptance | tokens/verify step | drafted/verify step | projected |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| task | prompt tokens | plain tok/s | ring tok/s | ring/plain | acceptance | steps verified | tokens/verify step | drafted/verify step | projected |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
 }
 TASKS=${TASKS-self-quote-1 self-quote-2 self-quote-3 grounded-1 grounded-2 ungrounded}
 DRAFT_TASKS=${DRAFT_TASKS:-self-quote-1 ungrounded}

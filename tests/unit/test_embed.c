@@ -37,23 +37,8 @@
 #define NPOS 201
 #define NGEN 64
 
-static char tmp_dir[64];
-static void make_tmp_dir(void) {
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/zl_test_embed_XXXXXX");
-    cr_assert(mkdtemp(tmp_dir));
-}
-static void rm_tmp_dir(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
-    cr_assert_eq(system(cmd), 0);
-}
-static const char *tmp_path(const char *name) {
-    static char p[4][160];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmp_dir, name);
-    return p[k];
-}
+#define ZL_TMP_TAG "embed"
+#include "tmpdir.h"
 
 static zl_embed_params params(const char *small, const char *out, const char *type) {
     zl_embed_params p = {0};

@@ -65,24 +65,8 @@ static void put_tinfo(bytes *b, const char *name, uint32_t n_dims, const uint64_
     put_u64(b, off);
 }
 
-static char tmp_dir[64];
-
-static void make_tmp_dir(void) {
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/zl_test_gguf_XXXXXX");
-    cr_assert(mkdtemp(tmp_dir));
-}
-static void rm_tmp_dir(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
-    cr_assert_eq(system(cmd), 0);
-}
-static const char *tmp_path(const char *name) {
-    static char p[4][160];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmp_dir, name);
-    return p[k];
-}
+#define ZL_TMP_TAG "gguf"
+#include "tmpdir.h"
 
 static uint8_t *read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");

@@ -30,23 +30,8 @@
 #define SYNTH_F16 FIX "synth-small-F16.gguf"
 #define NPOS 64
 
-static char tmp_dir[64];
-static void make_tmp_dir(void) {
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/zl_test_quant_XXXXXX");
-    cr_assert(mkdtemp(tmp_dir));
-}
-static void rm_tmp_dir(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
-    cr_assert_eq(system(cmd), 0);
-}
-static const char *tmp_path(const char *name) {
-    static char p[4][160];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmp_dir, name);
-    return p[k];
-}
+#define ZL_TMP_TAG "quant"
+#include "tmpdir.h"
 
 static zl_qtarget target(const char *name) {
     zl_qtarget t;

@@ -6,6 +6,7 @@
 #      CURVE (verify cost of a forward over k = 1, 2, ... tokens relative to k = 1, comma-separated;
 #      default: the synthetic 1.1B Q4_0 model, see below),
 #      TASKS (tasks timed with --spec lookup, space-separated; default all six below; empty: none),
+#      RING_EXTRA (more `zerolayer run` flags for the lookup ring, e.g. "--ring-cost $CURVE"),
 #      DRAFT_LAYERS (also time --spec draft --draft-layers N), DRAFT_MODEL (also time --spec draft
 #      --draft-model FILE), DRAFT_TASKS (tasks of the draft sections; default "self-quote-1 ungrounded").
 #
@@ -33,8 +34,8 @@ T=${3:-1}
 RUNS=${RUNS:-15}
 N=${N:-200}
 # time of one forward over k tokens / over 1 token on the synthetic 1.1B Q4_0 model (2-core AVX-512
-# VM; k = 5..7 interpolated between the measured 4 and 8; beyond 8 extrapolated linearly)
-CURVE=${CURVE:-1,1.46,1.81,1.39,1.63,1.87,2.11,2.35}
+# VM, quiet, 2026-12-01, `bench --verify-curve -t 2`; beyond 16 extrapolated linearly)
+CURVE=${CURVE:-1,1.08,1.17,1.24,1.31,1.39,1.51,1.74,1.95,2.06,2.15,2.33,2.35,2.45,2.58,2.80}
 
 greedy() { "$ZL" run -m "$MODEL" -p "$1" -n "$2" --temp 0 --ignore-eos -t "$T" --spec off 2>/dev/null | tr '\n' ' ' | sed 's/ *$//'; }
 S1="Tom and his mom went to the store."
@@ -107,7 +108,7 @@ echo "model: $MODEL, threads $T, $N greedy tokens, best (median) of $RUNS interl
 if [ -n "$TASKS" ]; then
   echo
   header
-  RING_ARGS=(--spec lookup)
+  RING_ARGS=(--spec lookup ${RING_EXTRA:-})
   tasks "$TASKS"
 fi
 if [ -n "${DRAFT_LAYERS:-}" ]; then

@@ -21,6 +21,12 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
 int cli_float(const char *flag, const char *s, double lo, double hi, double *out);
 int cli_u64(const char *flag, const char *s, unsigned long long *out);
+/* --ring-cost: up to CLI_RING_COST_MAX positive numbers separated by commas
+ * (the verify-cost curve: forward over 1, 2, .. tokens / over one) into cost,
+ * *n set to their count; "measure" sets *n = 0 (the caller measures).
+ * Prints the error and returns 1 on bad input. */
+#define CLI_RING_COST_MAX 17
+int cli_ring_cost(const char *s, float *cost, int *n);
 /* The embedded default model path (models/stories260K.gguf next to the
  * source tree, or $ZL_DEFAULT_MODEL). */
 const char *cli_default_model(void);

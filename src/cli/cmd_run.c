@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../engine/spec.h"
 #include "cli.h"
 #include "zerolayer.h"
 
@@ -15,6 +16,7 @@ static const char *k_usage =
     "                     [--frequency-penalty P] [-t THREADS] [-c CTX] [--ignore-eos] [--kv-type f16|f32|q8_0]\n"
     "                     [--no-mmap] [--mlock] [--preheat] [--prefetch-layers N] [--exact]\n"
     "                     [--spec lookup|draft|off] [--ring N] [--draft-model FILE | --draft-layers N]\n"
+    "                     [--ring-cost C1,C2,..|measure]\n"
     "                     [--kv-policy full|window|anchor] [--kv-budget N|F]\n"
     "  Generate a continuation of PROMPT (default: empty, i.e. BOS only) and stream it to stdout.\n"
     "  -m MODEL        GGUF model (default: the embedded models/stories260K.gguf)\n"
@@ -36,6 +38,10 @@ static const char *k_usage =
     "  --ring N        initial drafted tokens per step (default 5, adaptive up to 16)\n"
     "  --draft-model FILE  draft model for --spec draft (its vocabulary must equal the target's)\n"
     "  --draft-layers N    draft with the target's own first N layers (self-speculation)\n"
+    "  --ring-cost C1,C2,..|measure  verify-cost curve (forward over 1, 2, .. tokens / over one; 'measure'\n"
+    "                  times it first): the ring then drafts the length with the most expected tokens per\n"
+    "                  unit of cost instead of growing and shrinking by one (a draft model's own cost is\n"
+    "                  not counted)\n"
     "  --kv-policy P   full (default) | window (4 sinks + recent) | anchor (sinks + <|anchor_start|>...\n"
     "                  <|anchor_end|> spans in the prompt + heavy hitters + recent); bounded policies\n"
     "                  evict instead of stopping, so generation can run past the context length\n"
@@ -56,6 +62,9 @@ int cmd_run(int argc, char **argv) {
     long prefetch = 2, ring = 5, draft_layers = 0;
     const char *draft_model = NULL;
     zl_spec_mode spec = ZL_SPEC_LOOKUP;
+    const char *ring_cost = NULL;
+    float cost[CLI_RING_COST_MAX];
+    int n_cost = 0;
     const char *kv_policy = "full", *kv_budget = NULL;
     zl_kv_type kvt = ZL_KV_F16;
     for (int i = 1; i < argc; i++) {
@@ -98,6 +107,9 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--kv-policy")) { if (!(kv_policy = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--kv-budget")) { if (!(kv_budget = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--ring")) { if (cli_int(a, VAL, 1, 16, &ring)) return 1; }
+        else if (!strcmp(a, "--ring-cost")) {
+            if (!(ring_cost = VAL) || cli_ring_cost(ring_cost, cost, &n_cost)) return ring_cost ? 1 : cli_fail("%s needs a value", a);
+        }
         else if (!strcmp(a, "--draft-model")) { if (!(draft_model = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--draft-layers")) { if (cli_int(a, VAL, 1, 1 << 20, &draft_layers)) return 1; }
         else if (!strcmp(a, "--prefetch-layers")) { if (cli_int(a, VAL, 0, 1024, &prefetch)) return 1; }
@@ -174,6 +186,17 @@ int cmd_run(int argc, char **argv) {
     if (zl_seq_set_spec(seq, &spo, &err)) {
         zl_seq_free(seq); zl_llm_close(draft); free(ids); zl_llm_close(llm);
         return cli_fail("%s", err.msg);
+    }
+    if (ring_cost && spec != ZL_SPEC_OFF) {
+        if (!n_cost) { /* measure: forwards over 1..17 tokens at depth 128 (or half the context) */
+            int depth = zl_seq_n_ctx(seq) / 2 < 128 ? zl_seq_n_ctx(seq) / 2 : 128;
+            if (zl_llm_verify_cost(llm, depth > 0 ? depth : 1, CLI_RING_COST_MAX, 3, cost, &err)) {
+                zl_seq_free(seq); zl_llm_close(draft); free(ids); zl_llm_close(llm);
+                return cli_fail("--ring-cost measure: %s", err.msg);
+            }
+            n_cost = CLI_RING_COST_MAX;
+        }
+        zl_seq_set_ring_cost(seq, cost, n_cost);
     }
     /* strip the dummy-prefix space only when the prompt is empty: otherwise the
      * continuation's leading space is real text */

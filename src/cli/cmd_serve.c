@@ -10,7 +10,6 @@
 #include "cli.h"
 #include "zerolayer.h"
 
-#define ZL_RING_COST_MAX (ZL_RING_MAX + 1) /* forwards over 1 .. 17 tokens */
 
 static void serve_usage(FILE *f) {
     fputs("usage: zerolayer serve [-m MODEL] [options]\n"
@@ -62,7 +61,7 @@ int cmd_serve(int argc, char **argv) {
     o.sched.step_tokens = 256;
     const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL, *draft_model = NULL,
                *ring_cost = NULL;
-    float cost[ZL_RING_COST_MAX];
+    float cost[CLI_RING_COST_MAX];
     int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0, prefetch = 2;
     const char **keys = calloc((size_t)argc, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
@@ -116,26 +115,8 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!strcmp(a, "--ring-cost")) {
-            if (!v) { free(keys); return cli_fail("--ring-cost needs a value"); }
+            if (cli_ring_cost(v, cost, &o.sched.n_ring_cost)) { free(keys); return 1; }
             ring_cost = v;
-            if (strcmp(v, "measure")) {
-                int n = 0;
-                const char *p = v;
-                for (;;) {
-                    char *end = NULL;
-                    double c = strtod(p, &end);
-                    if (end == p || !(c > 0 && c < 1000) || n == ZL_RING_COST_MAX) {
-                        free(keys);
-                        return cli_fail("--ring-cost: expected 'measure' or up to %d positive numbers separated by commas, "
-                                        "got '%s'", ZL_RING_COST_MAX, v);
-                    }
-                    cost[n++] = (float)c;
-                    if (!*end) break;
-                    if (*end != ',') { free(keys); return cli_fail("--ring-cost: expected numbers separated by commas, got '%s'", v); }
-                    p = end + 1;
-                }
-                o.sched.n_ring_cost = n;
-            }
             i++;
             continue;
         }
@@ -245,13 +226,13 @@ int cmd_serve(int argc, char **argv) {
     }
     if (ring_cost && !strcmp(ring_cost, "measure")) {
         int depth = o.sched.n_ctx / 2 < 128 ? o.sched.n_ctx / 2 : 128;
-        if (zl_llm_verify_cost(llm, depth > 0 ? depth : 1, ZL_RING_COST_MAX, 3, cost, &err)) {
+        if (zl_llm_verify_cost(llm, depth > 0 ? depth : 1, CLI_RING_COST_MAX, 3, cost, &err)) {
             zl_llm_close(draft);
             zl_llm_close(llm);
             free(keys);
             return cli_fail("--ring-cost measure: %s", err.msg);
         }
-        o.sched.n_ring_cost = ZL_RING_COST_MAX;
+        o.sched.n_ring_cost = CLI_RING_COST_MAX;
     }
     if (o.sched.n_ring_cost) {
         o.sched.ring_cost = cost;

@@ -36,6 +36,24 @@ int cli_int(const char *flag, const char *s, long lo, long hi, long *out) {
     return 0;
 }
 
+int cli_ring_cost(const char *s, float *cost, int *n) {
+    if (!s) return cli_fail("--ring-cost needs a value");
+    *n = 0;
+    if (!strcmp(s, "measure")) return 0;
+    const char *p = s;
+    for (;;) {
+        char *end = NULL;
+        double c = strtod(p, &end);
+        if (end == p || !(c > 0 && c < 1000) || *n == CLI_RING_COST_MAX)
+            return cli_fail("--ring-cost: expected 'measure' or up to %d positive numbers separated by commas, got '%s'",
+                            CLI_RING_COST_MAX, s);
+        cost[(*n)++] = (float)c;
+        if (!*end) return 0;
+        if (*end != ',') return cli_fail("--ring-cost: expected numbers separated by commas, got '%s'", s);
+        p = end + 1;
+    }
+}
+
 int cli_float(const char *flag, const char *s, double lo, double hi, double *out) {
     if (!s) return cli_fail("%s needs a value", flag);
     char *end;

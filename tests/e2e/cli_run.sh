@@ -46,6 +46,13 @@ expect_err "bad -n" "$ZL" run -n abc
 expect_err "unknown option" "$ZL" run --frobnicate
 expect_err "unknown command" "$ZL" frobnicate
 expect_err "bad ids file" "$ZL" perplexity --ids "$tmp/bad.gguf"
+expect_err "bad --ring-cost" "$ZL" run -n 5 --ring-cost 1,abc
+expect_err "empty --ring-cost" "$ZL" run -n 5 --ring-cost
+# the ring with a verify-cost curve (given and measured) still reproduces the greedy text
+for rc in 1,1.1,1.2,1.3 measure; do
+  out=$("$ZL" run -m "$FIX/models/stories260K.gguf" --temp 0 -n 200 --spec lookup --ring-cost $rc 2>/dev/null)
+  [ "$out" = "$(cat "$FIX/models/stories260K.greedy200.txt")" ] && check ok "greedy200 --ring-cost $rc" || check bad "greedy200 --ring-cost $rc"
+done
 for c in run tokenize perplexity quantize synth inspect bench; do
   "$ZL" $c --help >/dev/null 2>&1 && check ok "$c --help" || check bad "$c --help"
 done

@@ -57,8 +57,8 @@ static void gen_absorb(zl_gen *g, zl_gen_choice *c, const char *text, size_t len
         tail = 0;
         wn = c->held.n;
     } else {
-        memcpy(win, c->text.p + c->text.n - tail, tail);
-        memcpy(win + tail, c->held.p, c->held.n);
+        if (tail) memcpy(win, c->text.p + c->text.n - tail, tail); /* text.p may be NULL while empty */
+        if (c->held.n) memcpy(win + tail, c->held.p, c->held.n);
     }
     /* earliest complete stop match that ends in the held text */
     const char *hit = NULL;

@@ -103,12 +103,10 @@ typedef struct {
     size_t xq_stride;
     float *y;
     int64_t ldy;
-    long first; /* first row in the call's combined row numbering */
 } mm_part;
 
 typedef struct {
     int nm, n_tok;
-    long total;                   /* rows of all matrices */
     long tile[ZL_MULTI_MAX];      /* rows per work item of each matrix */
     long first_item[ZL_MULTI_MAX + 1]; /* work items of matrix k: [first_item[k], first_item[k+1]) */
     atomic_long next;             /* next work item to take */
@@ -169,8 +167,7 @@ static void mm_rows(void *ctx, int ith, int nth) {
     }
 }
 
-/* rows per work item: ZL_TILE_BYTES of weights, at least enough items for
- * every thread to get several */
+/* rows per work item: ZL_TILE_BYTES of weights (at least one row) */
 static long mm_tile_rows(const zl_mat *W) {
     long t = (long)(ZL_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
     return t < 1 ? 1 : t;
@@ -284,8 +281,6 @@ static int matmul_run(const zl_mat *const *W, int nm, const float *x, int64_t ld
         p->W = W[k];
         p->y = y[k];
         p->ldy = ldy[k];
-        p->first = j.total;
-        j.total += (long)W[k]->rows;
         p->dot = pl->dot;
         memcpy(p->dotk, pl->dotk, sizeof p->dotk);
         if (same_as[k] >= 0) {

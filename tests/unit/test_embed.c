@@ -38,7 +38,7 @@
 #define NGEN 64
 
 #define ZL_TMP_TAG "embed"
-#include "tmpdir.h"
+#include "test_files.h"
 
 static zl_embed_params params(const char *small, const char *out, const char *type) {
     zl_embed_params p = {0};
@@ -355,18 +355,6 @@ Test(embed, file_structure, .init = make_tmp_dir, .fini = rm_tmp_dir, .timeout =
     cr_assert_eq(z, 192 * 256);
     cr_assert(!zl_gguf_get_f32(g, "zerolayer.embed.perturb", &f) && f == 1.0f);
     zl_gguf_close(g);
-}
-
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*n);
-    cr_assert_eq(fread(p, 1, *n, f), *n);
-    fclose(f);
-    return p;
 }
 
 Test(embed, deterministic_per_seed, .init = make_tmp_dir, .fini = rm_tmp_dir, .timeout = 60) {

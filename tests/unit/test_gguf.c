@@ -66,7 +66,7 @@ static void put_tinfo(bytes *b, const char *name, uint32_t n_dims, const uint64_
 }
 
 #define ZL_TMP_TAG "gguf"
-#include "tmpdir.h"
+#include "test_files.h"
 
 static uint8_t *read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");

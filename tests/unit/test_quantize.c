@@ -31,7 +31,7 @@
 #define NPOS 64
 
 #define ZL_TMP_TAG "quant"
-#include "tmpdir.h"
+#include "test_files.h"
 
 static zl_qtarget target(const char *name) {
     zl_qtarget t;
@@ -463,18 +463,6 @@ static zl_synth_params small_synth(const char *out, const char *type) {
     p.seed = 42;
     p.target = target(type);
     p.opts.n_threads = 2;
-    return p;
-}
-
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*n);
-    cr_assert_eq(fread(p, 1, *n, f), *n);
-    fclose(f);
     return p;
 }
 

@@ -3,12 +3,12 @@
 
 #include <string.h>
 
-#define EMA 0.25
-#define PAY_RATIO 0.95
-#define COOLDOWN 16     /* first cool-down; doubles after each consecutive failed probe */
+#define T_EMA 0.2        /* weight of a new step time in the learned curve */
+#define PAY_RATIO 0.95   /* the guard: a window of ring steps must reach 95% of plain tokens/s */
+#define GUARD_WINDOW 16  /* ring steps per guard judgement (long: the acceptance estimate follows luck; the guard catches a wrong cost model) */
+#define COOLDOWN 16      /* first cool-down; doubles after each consecutive failed probe */
 #define COOLDOWN_MAX 512
-#define ACC_DECAY 0.8 /* weight of past verify steps in the acceptance estimate */
-#define MIN_RING_STEPS 2 /* ring steps before the first judgement; a probe after a cool-down is judged at once */
+#define ACC_DECAY 0.8    /* weight of past verify steps in the acceptance estimate */
 
 void zl_ring_init(zl_ring *r, int size, int max) {
     memset(r, 0, sizeof *r);
@@ -38,32 +38,62 @@ void zl_ring_set_cost(zl_ring *r, const float *cost, int n) {
     r->cost[1] = 1.0f;
 }
 
-/* The cost-optimal draft length for the acceptance estimate (1..max). */
-static int best_k(const zl_ring *r) {
+double zl_ring_cost(const zl_ring *r, int n) {
+    if (n < 1) n = 1;
+    if (n > ZL_RING_MAX + 1) n = ZL_RING_MAX + 1;
+    if (r->cost[1] > 0) return r->cost[n];
+    const double *t = r->t_step;
+    if (t[1] <= 0) return 0;
+    if (t[n] > 0) return t[n] / t[1];
+    int lo = n - 1, hi = n + 1;
+    while (t[lo] <= 0) lo--; /* stops at 1 */
+    while (hi <= ZL_RING_MAX + 1 && t[hi] <= 0) hi++;
+    double v;
+    if (hi <= ZL_RING_MAX + 1) v = t[lo] + (t[hi] - t[lo]) * (n - lo) / (hi - lo);
+    else if (lo > 1) v = t[lo] + (t[lo] - t[1]) / (lo - 1) * (n - lo); /* the per-token slope seen so far */
+    else return 0;                                                   /* only plain steps seen */
+    return v > 0 ? v / t[1] : 0;
+}
+
+/* The cost-optimal draft length for the acceptance estimate (1..max) and
+ * its expected tokens per unit of cost (*gain); k = 0 when no cost is known. */
+static int best_k(const zl_ring *r, double *gain) {
     double a = zl_ring_acceptance(r), e = 1.0, ak = 1.0, best = -1;
-    int k_best = 1;
+    int k_best = 0;
     for (int k = 1; k <= r->max; k++) {
         ak *= a;
         e += ak; /* E(k) = 1 + a + ... + a^k */
-        double g = e / r->cost[k + 1];
+        double c = zl_ring_cost(r, k + 1);
+        if (c <= 0) continue;
+        double g = e / c;
         if (g > best * (1 + 1e-9)) { best = g; k_best = k; }
     }
+    *gain = best;
     return k_best;
 }
 
 int zl_ring_budget(const zl_ring *r) {
     if (r->cooldown > 0) return 0;
-    if (r->cost[1] > 0 && r->verify_steps > 0) return best_k(r);
-    return r->size;
+    double g;
+    int k = r->verify_steps > 0 ? best_k(r, &g) : 0;
+    return k > 0 ? k : r->size;
 }
 
-static void ema(double *x, double v) { *x = *x == 0 ? v : (1 - EMA) * *x + EMA * v; }
+static void ema(double *x, double v, double w) { *x = *x == 0 ? v : (1 - w) * *x + w * v; }
+
+static void cool_down(zl_ring *r) {
+    r->backoff = r->backoff ? (r->backoff * 2 < COOLDOWN_MAX ? r->backoff * 2 : COOLDOWN_MAX) : COOLDOWN;
+    r->cooldown = r->backoff;
+    r->win_steps = 0;
+    r->win_tokens = r->win_seconds = 0;
+}
 
 void zl_ring_update(zl_ring *r, int drafted, int accepted, double seconds, int emitted) {
     r->steps++;
-    double rate = seconds > 0 ? emitted / seconds : 0;
-    if (drafted == 0) {
-        if (rate > 0) ema(&r->rate_plain, rate);
+    int n = 1 + (drafted > 0 ? drafted : 0);
+    if (n > ZL_RING_MAX + 1) n = ZL_RING_MAX + 1;
+    if (seconds > 0) ema(&r->t_step[n], seconds, T_EMA);
+    if (drafted <= 0) {
         if (r->cooldown > 0) r->cooldown--;
         return;
     }
@@ -72,21 +102,26 @@ void zl_ring_update(zl_ring *r, int drafted, int accepted, double seconds, int e
     r->accepted += (uint64_t)accepted;
     r->acc_hit = ACC_DECAY * r->acc_hit + accepted;
     r->acc_miss = ACC_DECAY * r->acc_miss + (accepted < drafted);
-    if (rate > 0) ema(&r->rate_ring, rate);
-    r->ring_steps++;
     if (accepted == drafted) r->size = r->size < r->max ? r->size + 1 : r->max;
     else r->size = accepted + 1 < r->max ? accepted + 1 : r->max;
-    /* judge only on measured rates: untimed steps (seconds <= 0) leave the EMAs alone */
-    if (r->rate_plain > 0 && r->rate_ring > 0 && r->ring_steps >= (r->backoff ? 1 : MIN_RING_STEPS)) {
-        if (r->rate_ring < PAY_RATIO * r->rate_plain) {
-            r->backoff = r->backoff ? (r->backoff * 2 < COOLDOWN_MAX ? r->backoff * 2 : COOLDOWN_MAX) : COOLDOWN;
-            r->cooldown = r->backoff;
-            r->ring_steps = 0;
-            r->rate_ring = 0;
-        } else if (r->rate_ring >= r->rate_plain) {
-            /* drafting clearly pays: the next failure starts a short cool-down again (between 95% and
-             * 100% of plain the ring keeps going, but one noisy step does not forget the back-off) */
-            r->backoff = 0;
-        }
+    /* the model's judgement: no draft length is expected to beat a plain step */
+    double g;
+    if (best_k(r, &g) > 0 && g < 1.0) {
+        cool_down(r);
+        return;
     }
+    if (accepted > 0) r->backoff = 0; /* a probe that found something: the next cool-down is short again */
+    /* the measured judgement, on whole windows of timed ring steps */
+    if (seconds <= 0 || r->t_step[1] <= 0) return;
+    r->win_steps++;
+    r->win_tokens += emitted;
+    r->win_seconds += seconds;
+    if (r->win_steps < GUARD_WINDOW) return;
+    double plain = 1.0 / r->t_step[1], ring = r->win_tokens / r->win_seconds;
+    if (ring < PAY_RATIO * plain) {
+        cool_down(r);
+        return;
+    }
+    r->win_steps = 0;
+    r->win_tokens = r->win_seconds = 0;
 }

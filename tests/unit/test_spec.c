@@ -449,13 +449,14 @@ Test(spec_ring, draft_length_follows_the_cost_curve) {
     /* before any verify step: the configured initial size */
     cr_assert_eq(ring_k(q4, 8, 0, 0, 0), 5);
     cr_assert_eq(ring_k(q4, 8, 20, 4, 2), 3, "moderate acceptance -> the cheap four-token forward");
-    cr_assert_eq(ring_k(q4, 8, 20, 3, 0), 3, "even rejections: 3 drafts cost less than 2");
+    cr_assert_geq(ring_k(q4, 8, 20, 4, 4), 5, "full acceptance -> longer drafts");
+    cr_assert_eq(ring_k(q4, 8, 20, 3, 0), 0, "only rejections, drafts cost 39%%+: drafting stops (cool-down)");
     /* near-perfect acceptance on a flat curve (weight-bound decode): draft the most */
     const float flat[] = {1, 1, 1, 1};
     cr_assert_eq(ring_k(flat, 4, 20, 16, 16), 16);
-    /* a compute-bound model (k tokens cost k): one draft at most is worth it */
+    /* a compute-bound model (k tokens cost k): no draft length beats a plain step */
     const float lin[] = {1, 2, 3, 4, 5};
-    cr_assert_eq(ring_k(lin, 5, 20, 5, 4), 1);
+    cr_assert_eq(ring_k(lin, 5, 20, 5, 4), 0);
     /* higher acceptance -> longer drafts on a sub-linear curve */
     const float sub[] = {1, 1.2f, 1.4f, 1.6f, 1.8f};
     int lo = ring_k(sub, 5, 20, 8, 2), hi = ring_k(sub, 5, 20, 8, 7);
@@ -465,4 +466,84 @@ Test(spec_ring, draft_length_follows_the_cost_curve) {
     zl_ring r;
     zl_ring_init(&r, 5, 16);
     cr_assert_float_eq(zl_ring_acceptance(&r), 0.5, 1e-9);
+}
+
+/* ---- the learned cost curve: timed steps teach the ring what drafting costs ---- */
+
+/* Feed `steps` timed steps: plain ones (seconds t(1)) and verify steps of up
+ * to `drafted` tokens (the drafter's proposal, cut to the ring's budget), each
+ * draft accepted with probability p while the previous ones were (a fixed
+ * pseudo-random sequence), timed at t(1 + drafted). */
+static void ring_feed(zl_ring *r, double (*t)(int), int steps, int drafted, double p) {
+    uint32_t x = 12345;
+    for (int i = 0; i < steps; i++) {
+        int k = zl_ring_budget(r);
+        if (k == 0) { zl_ring_update(r, 0, 0, t(1), 1); continue; }
+        int d = k < drafted ? k : drafted, a = 0;
+        while (a < d) {
+            x = x * 1664525u + 1013904223u;
+            if ((x >> 8) * (1.0 / 16777216.0) >= p) break;
+            a++;
+        }
+        zl_ring_update(r, d, a, t(1 + d), 1 + a);
+    }
+}
+static double t_weight(int n) { return 0.040 * (1 + 0.08 * (n - 1)); } /* weight-bound: +8% a token */
+static double t_compute(int n) { return 0.001 * (0.3 + 0.7 * n); }     /* nearly compute-bound: +70% a token */
+
+Test(spec_ring, learns_the_cost_curve_from_step_times) {
+    zl_ring r;
+    zl_ring_init(&r, 5, 16);
+    cr_assert_float_eq(zl_ring_cost(&r, 3), 0, 1e-12, "nothing timed yet");
+    ring_feed(&r, t_weight, 2, 0, 0); /* the two plain steps */
+    cr_assert_float_eq(zl_ring_cost(&r, 1), 1, 1e-9);
+    cr_assert_float_eq(zl_ring_cost(&r, 4), 0, 1e-12, "only plain steps seen: no slope");
+    cr_assert_eq(zl_ring_budget(&r), 5, "first verify step: the configured size");
+    zl_ring_update(&r, 5, 5, t_weight(6), 6);
+    cr_assert_float_eq(zl_ring_cost(&r, 6), 1.40, 1e-6);
+    cr_assert_float_eq(zl_ring_cost(&r, 3), 1.16, 1e-6, "interpolated between 1 and 6");
+    cr_assert_float_eq(zl_ring_cost(&r, 11), 1.80, 1e-6, "extrapolated with the slope seen");
+    /* a given curve overrides what was learned; removing it returns to the learned one */
+    const float flat[] = {1, 1, 1};
+    zl_ring_set_cost(&r, flat, 3);
+    cr_assert_float_eq(zl_ring_cost(&r, 6), 1, 1e-6);
+    zl_ring_set_cost(&r, NULL, 0);
+    cr_assert_float_eq(zl_ring_cost(&r, 6), 1.40, 1e-6);
+}
+
+Test(spec_ring, weight_bound_keeps_drafting_at_low_acceptance) {
+    /* a draft costs 8%: a per-draft acceptance of 25% still pays */
+    zl_ring r;
+    zl_ring_init(&r, 5, 16);
+    ring_feed(&r, t_weight, 200, 4, 0.25);
+    cr_assert_gt(r.verify_steps, 150, "drafting stopped: %llu verify steps of 200",
+                 (unsigned long long)r.verify_steps);
+    /* high acceptance: long drafts */
+    zl_ring_init(&r, 5, 16);
+    ring_feed(&r, t_weight, 100, 16, 1.0);
+    cr_assert_geq(zl_ring_budget(&r), 12, "k %d at full acceptance", zl_ring_budget(&r));
+}
+
+Test(spec_ring, compute_bound_stops_drafting_when_it_does_not_pay) {
+    /* a draft costs 70%: at 25% per-draft acceptance drafting loses; the ring
+     * spends most steps plain (cool-downs grow 16 .. 512) */
+    zl_ring r;
+    zl_ring_init(&r, 5, 16);
+    ring_feed(&r, t_compute, 400, 4, 0.25);
+    cr_assert_lt(r.verify_steps, 40, "%llu verify steps of 400", (unsigned long long)r.verify_steps);
+    /* ... while near-perfect acceptance pays even there */
+    zl_ring_init(&r, 5, 16);
+    ring_feed(&r, t_compute, 100, 8, 1.0);
+    cr_assert_gt(r.verify_steps, 50, "%llu verify steps of 100", (unsigned long long)r.verify_steps);
+}
+
+/* the measured guard: a model that looks right but is not (steps far slower
+ * than their token count suggests) is caught on whole windows of ring steps */
+static int slow_calls;
+static double t_lying(int n) { return n == 1 ? 0.040 : (slow_calls++ % 2 ? 0.040 * 1.08 : 0.40); }
+Test(spec_ring, guard_stops_drafting_that_measures_slower_than_plain) {
+    zl_ring r;
+    zl_ring_init(&r, 5, 16);
+    ring_feed(&r, t_lying, 300, 3, 0.5);
+    cr_assert_lt(r.verify_steps, 100, "%llu verify steps of 300", (unsigned long long)r.verify_steps);
 }

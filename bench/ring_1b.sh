@@ -66,7 +66,7 @@ build() { # out [synth args]
 }
 build "$EMBED"
 build "$PERTURBED" --perturb "$PERTURB"
-SMALL_LAYERS=$("$ZL" inspect "$SMALL" | awk '$1 ~ /\.block_count$/ {print $3; exit}')
+SMALL_LAYERS=$("$ZL" inspect "$SMALL" | awk '$1 ~ /\.block_count$/ && !n {print $3; n = 1}') # reads it all: no SIGPIPE under pipefail
 
 greedy64() { "$ZL" run -m "$1" -p "Once upon a time" -n 64 --temp 0 -t "$T" --spec off 2>/dev/null | tr '\n' ' '; }
 a=$(greedy64 "$SMALL")

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#define T_EMA 0.2        /* weight of a new step time in the learned curve */
+#define FIT_DECAY 0.98   /* weight of past steps in the learned cost line, per timed step */
 #define PAY_RATIO 0.95   /* the guard: a window of ring steps must reach 95% of plain tokens/s */
 #define GUARD_WINDOW 16  /* ring steps per guard judgement (long: the acceptance estimate follows luck; the guard catches a wrong cost model) */
 #define COOLDOWN 16      /* first cool-down; doubles after each consecutive failed probe */
@@ -18,6 +18,7 @@ void zl_ring_init(zl_ring *r, int size, int max) {
     r->max = max;
     r->size = size > max ? max : size;
     r->cooldown = 2; /* measure plain decoding first: the baseline the ring must beat */
+    r->probe = 1;
 }
 
 double zl_ring_acceptance(const zl_ring *r) {
@@ -38,21 +39,33 @@ void zl_ring_set_cost(zl_ring *r, const float *cost, int n) {
     r->cost[1] = 1.0f;
 }
 
+/* The learned line: *t1 = time of a plain step, *slope = time per extra
+ * token; 0 when the timed steps do not span two token counts yet. */
+static int fit_line(const zl_ring *r, double *t1, double *slope) {
+    const double *f = r->fit;
+    double det = f[0] * f[2] - f[1] * f[1];
+    if (f[0] <= 0 || det <= 1e-9 * f[0] * f[0]) return 0;
+    double b = (f[0] * f[4] - f[1] * f[3]) / det;
+    if (b < 0) b = 0; /* noise: more tokens never cost less */
+    double a = (f[3] - b * f[1]) / f[0];
+    if (a <= 0) return 0;
+    *t1 = a;
+    *slope = b;
+    return 1;
+}
+
 double zl_ring_cost(const zl_ring *r, int n) {
     if (n < 1) n = 1;
     if (n > ZL_RING_MAX + 1) n = ZL_RING_MAX + 1;
     if (r->cost[1] > 0) return r->cost[n];
-    const double *t = r->t_step;
-    if (t[1] <= 0) return 0;
-    if (t[n] > 0) return t[n] / t[1];
-    int lo = n - 1, hi = n + 1;
-    while (t[lo] <= 0) lo--; /* stops at 1 */
-    while (hi <= ZL_RING_MAX + 1 && t[hi] <= 0) hi++;
-    double v;
-    if (hi <= ZL_RING_MAX + 1) v = t[lo] + (t[hi] - t[lo]) * (n - lo) / (hi - lo);
-    else if (lo > 1) v = t[lo] + (t[lo] - t[1]) / (lo - 1) * (n - lo); /* the per-token slope seen so far */
-    else return 0;                                                   /* only plain steps seen */
-    return v > 0 ? v / t[1] : 0;
+    double t1, b;
+    return fit_line(r, &t1, &b) ? 1.0 + b * (n - 1) / t1 : 0;
+}
+
+/* the plain-step time the guard compares with (0 = unknown) */
+static double plain_seconds(const zl_ring *r) {
+    double t1, b;
+    return fit_line(r, &t1, &b) ? t1 : 0;
 }
 
 /* The cost-optimal draft length for the acceptance estimate (1..max) and
@@ -79,24 +92,34 @@ int zl_ring_budget(const zl_ring *r) {
     return k > 0 ? k : r->size;
 }
 
-static void ema(double *x, double v, double w) { *x = *x == 0 ? v : (1 - w) * *x + w * v; }
+static void fit_add(zl_ring *r, int n, double seconds) {
+    double x = n - 1, *f = r->fit;
+    for (int i = 0; i < 5; i++) f[i] *= FIT_DECAY;
+    f[0] += 1;
+    f[1] += x;
+    f[2] += x * x;
+    f[3] += seconds;
+    f[4] += x * seconds;
+}
 
 static void cool_down(zl_ring *r) {
     r->backoff = r->backoff ? (r->backoff * 2 < COOLDOWN_MAX ? r->backoff * 2 : COOLDOWN_MAX) : COOLDOWN;
     r->cooldown = r->backoff;
+    r->probe = 1;
     r->win_steps = 0;
     r->win_tokens = r->win_seconds = 0;
 }
 
 void zl_ring_update(zl_ring *r, int drafted, int accepted, double seconds, int emitted) {
     r->steps++;
-    int n = 1 + (drafted > 0 ? drafted : 0);
-    if (n > ZL_RING_MAX + 1) n = ZL_RING_MAX + 1;
-    if (seconds > 0) ema(&r->t_step[n], seconds, T_EMA);
     if (drafted <= 0) {
+        if (seconds > 0) fit_add(r, 1, seconds);
         if (r->cooldown > 0) r->cooldown--;
         return;
     }
+    if (r->probe) seconds = 0; /* one-off catching up after a cool-down: not the cost of n tokens */
+    r->probe = 0;
+    if (seconds > 0) fit_add(r, 1 + drafted, seconds);
     r->verify_steps++;
     r->drafted += (uint64_t)drafted;
     r->accepted += (uint64_t)accepted;
@@ -112,12 +135,13 @@ void zl_ring_update(zl_ring *r, int drafted, int accepted, double seconds, int e
     }
     if (accepted > 0) r->backoff = 0; /* a probe that found something: the next cool-down is short again */
     /* the measured judgement, on whole windows of timed ring steps */
-    if (seconds <= 0 || r->t_step[1] <= 0) return;
+    double t1 = plain_seconds(r);
+    if (seconds <= 0 || t1 <= 0) return;
     r->win_steps++;
     r->win_tokens += emitted;
     r->win_seconds += seconds;
     if (r->win_steps < GUARD_WINDOW) return;
-    double plain = 1.0 / r->t_step[1], ring = r->win_tokens / r->win_seconds;
+    double plain = 1.0 / t1, ring = r->win_tokens / r->win_seconds;
     if (ring < PAY_RATIO * plain) {
         cool_down(r);
         return;

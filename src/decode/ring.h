@@ -6,10 +6,13 @@
  * of step cost, E(k) / cost(k + 1), with E(k) = 1 + a + ... + a^k for its
  * running per-draft acceptance estimate a and cost(n) = time of a step over n
  * tokens / time of a plain step.  The cost curve is either given
- * (zl_ring_set_cost: `--ring-cost`) or learned as it decodes: every timed step
- * updates the running time of steps over its token count, and counts not seen
- * yet are interpolated (or extrapolated from the per-token slope seen so far).
- * The step time includes drafting, so a draft model's own cost is part of it.
+ * (zl_ring_set_cost: `--ring-cost`) or learned as it decodes: a straight line
+ * time(n) = t1 + slope * (n - 1) fitted by least squares to the timed steps,
+ * older ones weighing less (the kernels make the real curve a little lumpy;
+ * a given curve keeps that detail).  The step time includes drafting, so a
+ * draft model's own cost is part of it; the first verify step after a
+ * cool-down (or the start) is left out, as it also pays one-off catching up (a
+ * draft model reading the prompt or the tokens of the cool-down).
  * On a weight-bound model a draft of one costs a few percent, so even modest
  * acceptance pays; on a compute-bound one (k tokens cost ~k) it rarely does.
  *
@@ -35,8 +38,9 @@ typedef struct zl_ring {
     int cooldown;       /* plain steps left before drafting is probed again */
     int backoff;        /* length of the last cool-down (0 = none pending) */
     uint64_t steps, verify_steps, drafted, accepted;
-    float cost[ZL_RING_MAX + 2];  /* given curve: cost[n] = step over n tokens / over 1; all 0 = learn it */
-    double t_step[ZL_RING_MAX + 2]; /* learned: running seconds of a step over n tokens (0 = not seen) */
+    float cost[ZL_RING_MAX + 2]; /* given curve: cost[n] = step over n tokens / over 1; all 0 = learn it */
+    double fit[5];               /* learned: decayed sums w, w x, w x^2, w t, w x t over timed steps, x = n - 1 */
+    int probe;                   /* the next verify step follows a cool-down: not timed */
     double acc_hit, acc_miss;       /* decayed counts of accepted drafts and of rejections */
     int win_steps;                  /* ring steps in the guard's current window */
     double win_tokens, win_seconds; /* their emitted tokens and time */

@@ -9,7 +9,7 @@
 # of `window` at the same budget) into per-layer budgets rising with depth
 # when the engine supports per-layer slices.  Its layers are capped at the
 # model's training context: stories260K's GGUF claims 2048 although it was
-# trained on 512-token windows, so the last row sets ZL_KV_LAYER_MAX=512.
+# trained on 512-token windows, so the last row sets --kv-layer-max 512.
 set -euo pipefail
 ZL=${1:-build/bin/zerolayer}
 N=${2:-24}
@@ -31,5 +31,5 @@ for b in 0.25 0.5; do
   for p in window anchor; do echo "| 512 | $p | $b | $(ppl --ctx 512 --kv-policy $p --kv-budget $b) |"; done
 done
 for p in window anchor; do echo "| 2048 | $p | 512 | $(ppl --ctx 2048 --kv-policy $p --kv-budget 512) |"; done
-echo "| 2048 | anchor, layers capped at 512 (ZL_KV_LAYER_MAX=512) | 512 | $(ZL_KV_LAYER_MAX=512 ppl --ctx 2048 --kv-policy anchor --kv-budget 512) |"
+echo "| 2048 | anchor, layers capped at 512 (--kv-layer-max 512) | 512 | $(ppl --ctx 2048 --kv-policy anchor --kv-budget 512 --kv-layer-max 512) |"
 echo "| 512 | full (kv q8_0 on synth-small-Q8_0 is in the README; stories260K head_dim 8 cannot use q8_0) | - | - |"

@@ -36,6 +36,8 @@ typedef struct zl_llm_opts {
     int mlock;     /* lock the weights in RAM */
     int populate;  /* fault every page in at load (MAP_POPULATE) */
     int prefetch_layers; /* read-ahead depth in layers: 0 = default (2), < 0 = off */
+    int kv_layer_max;    /* bounded KV policies: most entries one layer may keep, e.g. the context the
+                            model was trained on when its file claims more (0 = the sequence's context) */
 } zl_llm_opts;
 
 /* Pull every page of the weights into the page cache (reads the file once);

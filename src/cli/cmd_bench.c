@@ -19,14 +19,15 @@
 static const char *k_usage =
     "usage: zerolayer bench [-m MODEL] [-p 128,512] [-n 64] [-t 1,2] [-r 3] [--ctx 0,1024,4096] [--json]\n"
     "                       [--prefetch-layers N] [--no-mmap] [--preheat] [--verify-curve] [--batch 1,4,8,16]\n"
-    "                       [--kv-policy full|window|anchor] [--kv-budget N|F] [--kv-type f16|q8_0]\n"
+    "                       [--kv-policy full|window|anchor] [--kv-budget N|F] [--kv-layer-max N] [--kv-type f16|q8_0]\n"
     "  -p LIST    prompt lengths to time (pp); 0 skips\n"
     "  -n LIST    generated tokens to time (tg); 0 skips\n"
     "  -t LIST    thread counts\n"
     "  -r N       repetitions (mean ± sd reported)\n"
     "  --ctx LIST tokens already in the KV cache before a tg run (tg at depth)\n"
     "  --json     JSON instead of a markdown table\n"
-    "  --kv-policy P, --kv-budget B (fraction of the tg depth), --kv-type T: KV slicing during tg at depth;\n"
+    "  --kv-policy P, --kv-budget B (fraction of the tg depth), --kv-layer-max N, --kv-type T: KV slicing\n"
+    "             during tg at depth;\n"
     "             the table then shows KV bytes read per generated token\n"
     "  --spec MODE  tg with the verification ring (lookup|off): greedy generation after a prompt\n"
     "             that repeats itself (grounded text); reports acceptance and tokens per step\n"
@@ -110,7 +111,7 @@ static void stats(const double *v, int n, double *mean, double *sd) {
 /* Forward over k tokens at depth 128, k = 1..16: best of reps, ratio to k = 1. */
 static int verify_curve(const char *model, int threads, int reps) {
     zl_err err = {0};
-    zl_llm_opts lo = {threads, 0, 0, 0, 0};
+    zl_llm_opts lo = {threads, 0, 0, 0, 0, 0};
     zl_llm *llm;
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     zl_seq_opts so = {256, ZL_KV_F16, zl_sampling_defaults()};
@@ -308,7 +309,7 @@ out:
 
 static int batch_bench(const char *model, const long *sizes, int n_sizes, int threads, int n, int reps, int prefetch) {
     zl_err err = {0};
-    zl_llm_opts lo = {threads, 0, 0, 0, prefetch ? prefetch : -1};
+    zl_llm_opts lo = {threads, 0, 0, 0, prefetch ? prefetch : -1, 0};
     zl_llm *llm;
     mallopt(M_MMAP_THRESHOLD, 4 << 20); /* as `serve` (its KV caches stay fresh mmap'd pages) */
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
@@ -341,7 +342,7 @@ int cmd_bench(int argc, char **argv) {
     long bsz[MAXL];
     int nbsz = 0;
     int npp = 1, ntg = 1, nth = 1, ndepth = 1, json = 0, no_mmap = 0, preheat = 0, curve = 0, spec = 0;
-    long prefetch = 2;
+    long prefetch = 2, layer_max = 0;
     const char *kv_policy = "full", *kv_budget = NULL;
     zl_kv_type kvt = ZL_KV_F16;
     for (int i = 1; i < argc; i++) {
@@ -359,6 +360,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) { if (parse_list(a, VAL, bsz, &nbsz, 1, 256)) return 1; }
         else if (!strcmp(a, "--kv-policy")) { if (!(kv_policy = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--kv-budget")) { if (!(kv_budget = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "--kv-layer-max")) { if (cli_int(a, VAL, 1, 1 << 24, &layer_max)) return 1; }
         else if (!strcmp(a, "--kv-type")) {
             const char *t = VAL;
             if (t && !strcmp(t, "f16")) kvt = ZL_KV_F16;
@@ -393,7 +395,7 @@ int cmd_bench(int argc, char **argv) {
     char descbuf[256] = "";
     zl_err err = {0};
     for (int ti = 0; ti < nth; ti++) {
-        zl_llm_opts lo = {(int)th[ti], no_mmap, 0, 0, prefetch ? (int)prefetch : -1};
+        zl_llm_opts lo = {(int)th[ti], no_mmap, 0, 0, prefetch ? (int)prefetch : -1, (int)layer_max};
         zl_llm *llm;
         double t0 = now_s();
         if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);

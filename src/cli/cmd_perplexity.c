@@ -15,14 +15,16 @@
 static const char *k_usage =
     "usage: zerolayer perplexity [-m MODEL] (--ids FILE | -f TEXTFILE) [--ctx N] [-b BATCH] [-t THREADS]\n"
     "                            [--dump-logits OUT] [--kv-type f16|f32|q8_0] [--exact]\n"
-    "                            [--kv-policy full|window|anchor] [--kv-budget N|F]\n"
+    "                            [--kv-policy full|window|anchor] [--kv-budget N|F] [--kv-layer-max N]\n"
     "  --ids FILE         whitespace-separated token ids (used as they are, no BOS added)\n"
     "  -f TEXTFILE        UTF-8 text, tokenized with the model's BOS rule\n"
     "  --ctx N            window length (default: the model's training context, at most 4096)\n"
     "  --dump-logits OUT  write float32 logits for every input position, row-major [positions][vocab]\n"
     "  --exact            reference arithmetic (f32 activations, f64 sums)\n"
     "  --kv-policy P      KV slicing while scoring each window (see zerolayer run --help)\n"
-    "  --kv-budget B      tokens kept (count, or fraction of --ctx)\n";
+    "  --kv-budget B      tokens kept (count, or fraction of --ctx)\n"
+    "  --kv-layer-max N   most tokens one layer keeps (default: --ctx; the model's training context when\n"
+    "                     its file claims more)\n";
 
 static int32_t *read_ids(const char *path, size_t *n) {
     FILE *f = fopen(path, "r");
@@ -61,7 +63,7 @@ static char *read_file(const char *path, size_t *len) {
 
 int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *ids_path = NULL, *text_path = NULL, *dump = NULL;
-    long ctx = 0, batch = 64, threads = 0;
+    long ctx = 0, batch = 64, threads = 0, layer_max = 0;
     int exact = 0;
     const char *kv_policy = "full", *kv_budget = NULL;
     zl_kv_type kvt = ZL_KV_F16;
@@ -79,6 +81,7 @@ int cmd_perplexity(int argc, char **argv) {
         else if (!strcmp(a, "--exact")) exact = 1;
         else if (!strcmp(a, "--kv-policy")) { if (!(kv_policy = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--kv-budget")) { if (!(kv_budget = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "--kv-layer-max")) { if (cli_int(a, VAL, 1, 1 << 24, &layer_max)) return 1; }
         else if (!strcmp(a, "--kv-type")) {
             const char *t = VAL;
             if (t && !strcmp(t, "f16")) kvt = ZL_KV_F16;
@@ -93,7 +96,7 @@ int cmd_perplexity(int argc, char **argv) {
     zl_kv_policy_kind pk;
     if (cli_kv_policy(kv_policy, &pk)) return 1;
     zl_err err = {0};
-    zl_llm_opts lo = {(int)threads, 0, 0, 0, 0};
+    zl_llm_opts lo = {(int)threads, 0, 0, 0, 0, (int)layer_max};
     zl_llm *llm;
     if (zl_llm_open(&llm, model ? model : cli_default_model(), &lo, &err)) return cli_fail("%s", err.msg);
     int nv = zl_llm_n_vocab(llm);

@@ -17,7 +17,7 @@ static const char *k_usage =
     "                     [--no-mmap] [--mlock] [--preheat] [--prefetch-layers N] [--exact]\n"
     "                     [--spec lookup|draft|off] [--ring N] [--draft-model FILE | --draft-layers N]\n"
     "                     [--ring-cost C1,C2,..|measure]\n"
-    "                     [--kv-policy full|window|anchor] [--kv-budget N|F]\n"
+    "                     [--kv-policy full|window|anchor] [--kv-budget N|F] [--kv-layer-max N]\n"
     "  Generate a continuation of PROMPT (default: empty, i.e. BOS only) and stream it to stdout.\n"
     "  -m MODEL        GGUF model (default: the embedded models/stories260K.gguf)\n"
     "  -n N            tokens to generate (default 256; -1 = until end of text or context)\n"
@@ -46,7 +46,9 @@ static const char *k_usage =
     "  --kv-policy P   full (default) | window (4 sinks + recent) | anchor (sinks + <|anchor_start|>...\n"
     "                  <|anchor_end|> spans in the prompt + heavy hitters + recent); bounded policies\n"
     "                  evict instead of stopping, so generation can run past the context length\n"
-    "  --kv-budget B   tokens kept under a bounded policy: a count, or a fraction of the context (0.25)\n";
+    "  --kv-budget B   tokens kept under a bounded policy: a count, or a fraction of the context (0.25)\n"
+    "  --kv-layer-max N  most tokens one layer keeps under a bounded policy (default: the context); set\n"
+    "                  it to the context the model was trained on when its file claims more\n";
 
 static double now_s(void) {
     struct timespec ts;
@@ -60,7 +62,7 @@ int cmd_run(int argc, char **argv) {
     double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, pres = 0, freq = 0;
     unsigned long long seed = 0;
     int ignore_eos = 0, exact = 0, no_mmap = 0, mlock = 0, preheat = 0;
-    long prefetch = 2, ring = 5, draft_layers = 0;
+    long prefetch = 2, ring = 5, draft_layers = 0, layer_max = 0;
     const char *draft_model = NULL;
     zl_spec_mode spec = ZL_SPEC_LOOKUP;
     const char *ring_cost = NULL;
@@ -107,6 +109,7 @@ int cmd_run(int argc, char **argv) {
         }
         else if (!strcmp(a, "--kv-policy")) { if (!(kv_policy = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--kv-budget")) { if (!(kv_budget = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "--kv-layer-max")) { if (cli_int(a, VAL, 1, 1 << 24, &layer_max)) return 1; }
         else if (!strcmp(a, "--ring")) { if (cli_int(a, VAL, 1, 16, &ring)) return 1; }
         else if (!strcmp(a, "--ring-cost")) {
             if (!(ring_cost = VAL) || cli_ring_cost(ring_cost, cost, &n_cost)) return ring_cost ? 1 : cli_fail("%s needs a value", a);
@@ -123,7 +126,7 @@ int cmd_run(int argc, char **argv) {
     if (spec != ZL_SPEC_DRAFT && (draft_model || draft_layers))
         return cli_fail("--draft-model/--draft-layers need --spec draft");
     zl_err err = {0};
-    zl_llm_opts lo = {(int)threads, no_mmap, mlock, 0, prefetch ? (int)prefetch : -1};
+    zl_llm_opts lo = {(int)threads, no_mmap, mlock, 0, prefetch ? (int)prefetch : -1, (int)layer_max};
     double t0 = now_s();
     zl_llm *llm;
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);

@@ -48,6 +48,8 @@ static void serve_usage(FILE *f) {
           "  --kv-policy P           default KV policy: full (default) | window | anchor\n"
           "  --kv-budget B           tokens kept under a bounded policy: a count, or a fraction of --ctx (0.25)\n"
           "                          (requests override all of these: X-Zerolayer-* headers, body \"zerolayer\")\n"
+          "  --kv-layer-max N        most tokens one layer keeps under a bounded policy (default: --ctx; the\n"
+          "                          model's training context when its file claims more)\n"
           "  --debug-step-ms N       sleep after each engine step (tests only)\n",
           f);
 }
@@ -62,7 +64,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL, *draft_model = NULL,
                *ring_cost = NULL;
     float cost[CLI_RING_COST_MAX];
-    int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0, prefetch = 2;
+    int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0, prefetch = 2, layer_max = 0;
     const char **keys = calloc((size_t)argc, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
     for (int i = 1; i < argc; i++) {
@@ -87,6 +89,7 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("--prefetch-layers", 0, 1024, prefetch)
         NEXT_INT("--ring", 1, 16, ring)
         NEXT_INT("--draft-layers", 1, 100000, draft_layers)
+        NEXT_INT("--kv-layer-max", 1, 1 << 24, layer_max)
 #undef NEXT_INT
         if (!strcmp(a, "--session-ttl") || !strcmp(a, "--prefill-idle")) {
             char *end = NULL;
@@ -185,7 +188,7 @@ int cmd_serve(int argc, char **argv) {
      * keeps per-step buffers (a batch's logits: 32 rows of a 32k vocabulary)
      * on the heap. */
     mallopt(M_MMAP_THRESHOLD, 4 << 20);
-    zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1};
+    zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1, .kv_layer_max = layer_max};
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }
     int ctx_train = zl_llm_n_ctx_train(llm);
     o.sched.n_ctx = n_ctx > 0 ? n_ctx : (ctx_train > 0 && ctx_train < 4096 ? ctx_train : 4096);

@@ -56,7 +56,7 @@ int cmd_tokenize(int argc, char **argv) {
         len = strlen(text);
     }
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
     zl_llm *llm;
     if (zl_llm_open(&llm, model ? model : cli_default_model(), &lo, &err)) { free(buf); return cli_fail("%s", err.msg); }
     int32_t *ids;

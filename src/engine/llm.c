@@ -31,6 +31,8 @@ int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err 
         rc = zl_errf(err, ZL_EFORMAT, "%s: vocabulary has %d tokens but token_embd has %d rows", path,
                      zl_vocab_n_tokens(llm->vocab), llm->model->hp.n_vocab);
     if (!rc && !(llm->pool = zl_pool_new(o.n_threads))) rc = zl_errf(err, ZL_ENOMEM, "cannot start threads");
+    if (!rc && o.kv_layer_max < 0) rc = zl_errf(err, ZL_EINVAL, "KV layer cap must be >= 0, not %d", o.kv_layer_max);
+    llm->kv_layer_max = o.kv_layer_max;
     if (rc) { zl_llm_close(llm); return rc; }
     llm->model->prefetch = zl_prefetch_new(llm->model, o.prefetch_layers == 0 ? 2 : o.prefetch_layers);
     const zl_gguf *g = llm->model->gguf;
@@ -110,6 +112,7 @@ int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) 
                             o.sampling.frequency_penalty, o.sampling.seed};
     if (!rc) {
         s->kv->layered = 1; /* the forward pass honours zl_kv_slot / zl_kv_scores */
+        s->kv->layer_max = llm->kv_layer_max;
         s->fwd = zl_fwd_new();
         s->sampler = zl_sampler_new(&sp, hp->n_vocab);
         s->logits = calloc((size_t)hp->n_vocab, sizeof(float));

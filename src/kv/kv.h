@@ -44,7 +44,7 @@ typedef struct zl_kv {
     int head_dim;
     int layered;       /* set by the engine: its forward pass honours zl_kv_slot and zl_kv_scores */
     int layer_max;     /* set by the engine: most entries one layer may hold, the model's training
-                          context (0: n_ctx; the environment's ZL_KV_LAYER_MAX overrides it); bounds
+                          context (0: n_ctx; zl_llm_opts.kv_layer_max, `--kv-layer-max`); bounds
                           the anchor policy's per-layer budgets */
     int slices;        /* 1: all layers hold the same tokens; n_layers: one slot set per layer */
     int *layer_off;    /* [n_layers] when slices > 1: layer l holds position p in slot p - layer_off[l] */

@@ -17,8 +17,8 @@
  *           25% budget, -0.1..-0.3% at 50%, at the same KV bytes.  Nothing
  *           is evicted while the sequence fits the budget itself, so a budget
  *           covering the sequence equals `full`.  A layer never holds more
- *           than the model's training context (kv->layer_max, or
- *           ZL_KV_LAYER_MAX): past it the model degrades, and the last
+ *           than the model's training context (kv->layer_max, from
+ *           --kv-layer-max): past it the model degrades, and the last
  *           layer's share is capped there with the ramp's shape kept below.
  *           Without engine support the anchor policy keeps one slice: sinks,
  *           marked anchors and the most recent tokens.
@@ -78,8 +78,7 @@ static int layer_floor(const zl_kv_policy *q) {
 /* Share budget * n_layers entries out over the layers in proportion to a
  * linear ramp, each layer within [floor, layer_max]. */
 static void plan_layers(const zl_kv *kv, const zl_kv_policy *q, int *out) {
-    const char *env = getenv("ZL_KV_LAYER_MAX"); /* overrides the engine's value (a GGUF may overstate it) */
-    int L = kv->n_layers, lo = layer_floor(q), hi = env && atoi(env) > 0 ? atoi(env) : kv->layer_max;
+    int L = kv->n_layers, lo = layer_floor(q), hi = kv->layer_max;
     if (hi <= 0 || hi > kv->n_ctx) hi = kv->n_ctx;
     if (hi < q->budget) hi = q->budget;
     long total = (long)q->budget * L, sum = 0;

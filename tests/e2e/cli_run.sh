@@ -48,6 +48,14 @@ expect_err "unknown command" "$ZL" frobnicate
 expect_err "bad ids file" "$ZL" perplexity --ids "$tmp/bad.gguf"
 expect_err "bad --ring-cost" "$ZL" run -n 5 --ring-cost 1,abc
 expect_err "empty --ring-cost" "$ZL" run -n 5 --ring-cost
+expect_err "bad --kv-layer-max" "$ZL" run -n 1 --kv-layer-max 0
+# --kv-layer-max reaches the per-layer plan: a cap below the deepest layer's share changes the result,
+# one above every share does not
+pp() { "$ZL" perplexity -m "$FIX/models/stories260K.gguf" --ids "$FIX/logits/ids.txt" --ctx 256 --kv-policy anchor \
+         --kv-budget 100 "$@" 2>/dev/null | sed -n 's/^perplexity: \([0-9.]*\).*/\1/p'; }
+p0=$(pp); p1=$(pp --kv-layer-max 100); p2=$(pp --kv-layer-max 1000)
+[ -n "$p0" ] && [ "$p0" != "$p1" ] && [ "$p0" = "$p2" ] && check ok "--kv-layer-max: $p0 / capped at 100: $p1 / at 1000: $p2" \
+  || check bad "--kv-layer-max ($p0 / $p1 / $p2)"
 # the ring with a verify-cost curve (given and measured) still reproduces the greedy text
 for rc in 1,1.1,1.2,1.3 measure; do
   out=$("$ZL" run -m "$FIX/models/stories260K.gguf" --temp 0 -n 200 --spec lookup --ring-cost $rc 2>/dev/null)

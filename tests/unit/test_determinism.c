@@ -17,7 +17,7 @@
 static void check(const char *path, zl_isa isa) {
     if (zl_cpu_set_isa(isa) != isa) return; /* level not available on this CPU */
     zl_err err = {0};
-    zl_llm_opts lo = {2, 0, 0, 0, -1};
+    zl_llm_opts lo = {2, 0, 0, 0, -1, 0};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, path, &lo, &err), 0, "%s", err.msg);
     int nv = zl_llm_n_vocab(llm);

@@ -12,7 +12,8 @@
 
 typedef struct pc_entry {
     char *tenant;
-    zl_seq *seq;      /* compact snapshot: n_ctx == n tokens */
+    zl_seq *seq;      /* compact snapshot (n_ctx == n tokens) or a finished sequence kept whole */
+    int whole;        /* seq is the finished sequence itself (zl_pcache_take may hand it on) */
     int32_t *tokens;  /* == seq's tokens, n of them */
     int n, n_blocks;
     uint64_t *chain;  /* chain[i]: hash of tenant + blocks 0..i */
@@ -85,6 +86,9 @@ static int lcp(const int32_t *a, int na, const int32_t *b, int nb) {
     return i;
 }
 
+static pc_entry **best_entry(zl_pcache *c, const char *tenant, const int32_t *ids, int n, const uint64_t *q, int nb,
+                             int *len);
+
 int zl_pcache_lookup(zl_pcache *c, const char *tenant, const int32_t *ids, int n, zl_seq *dst) {
     if (!c || !c->max_bytes || n < 2) return 0;
     int nb = (n - 1) / c->block; /* whole blocks strictly before the last prompt token */
@@ -93,9 +97,31 @@ int zl_pcache_lookup(zl_pcache *c, const char *tenant, const int32_t *ids, int n
     chain_hashes(tenant, ids, nb, c->block, q);
     pthread_mutex_lock(&c->mu);
     c->query_tokens += (uint64_t)n;
-    pc_entry *best = NULL;
     int best_n = 0;
-    for (pc_entry *e = c->head; e; e = e->next) {
+    pc_entry **bp = best_entry(c, tenant, ids, n, q, nb, &best_n), *best = bp ? *bp : NULL;
+    int reused = 0;
+    if (best && best_n > 0) {
+        zl_err err = {0};
+        if (!zl_seq_copy_prefix(dst, best->seq, best_n, &err)) {
+            reused = best_n;
+            best->last_use = ++c->clock;
+            c->hit_tokens += (uint64_t)reused;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(q);
+    return reused;
+}
+
+/* Under c->mu: the entry of `tenant` sharing the longest prefix with ids
+ * (block hashes first, then the tokens, to the exact first difference below
+ * the last prompt token); its length in *len. */
+static pc_entry **best_entry(zl_pcache *c, const char *tenant, const int32_t *ids, int n, const uint64_t *q, int nb,
+                             int *len) {
+    pc_entry **best = NULL;
+    int best_n = 0;
+    for (pc_entry **pp = &c->head; *pp; pp = &(*pp)->next) {
+        pc_entry *e = *pp;
         if (strcmp(e->tenant, tenant)) continue;
         int m = nb < e->n_blocks ? nb : e->n_blocks, b = 0;
         while (b < m && e->chain[b] == q[b]) b++;
@@ -109,20 +135,49 @@ int zl_pcache_lookup(zl_pcache *c, const char *tenant, const int32_t *ids, int n
             int lim = e->n < n - 1 ? e->n : n - 1;
             v += lcp(e->tokens + v, lim - v, ids + v, lim - v);
         }
-        if (v > best_n) { best = e; best_n = v; }
+        if (v > best_n) { best = pp; best_n = v; }
     }
-    int reused = 0;
-    if (best && best_n > 0) {
-        zl_err err = {0};
-        if (!zl_seq_copy_prefix(dst, best->seq, best_n, &err)) {
-            reused = best_n;
-            best->last_use = ++c->clock;
-            c->hit_tokens += (uint64_t)reused;
-        }
+    *len = best_n;
+    return best;
+}
+
+static zl_kv_type kv_type_of(const zl_seq *q) {
+    return q->kv->type == ZL_TYPE_F32 ? ZL_KV_F32 : q->kv->type == ZL_TYPE_Q8_0 ? ZL_KV_Q8_0 : ZL_KV_F16;
+}
+
+int zl_pcache_take(zl_pcache *c, const char *tenant, const int32_t *ids, int n, const zl_llm *llm, int n_ctx,
+                   zl_kv_type kv_type, zl_seq **out) {
+    *out = NULL;
+    if (!c || !c->max_bytes || n < 2) return 0;
+    int nb = (n - 1) / c->block;
+    uint64_t *q = malloc((size_t)(nb ? nb : 1) * sizeof *q);
+    if (!q) return 0;
+    chain_hashes(tenant, ids, nb, c->block, q);
+    pthread_mutex_lock(&c->mu);
+    int len = 0;
+    pc_entry **pp = best_entry(c, tenant, ids, n, q, nb, &len), *e = pp ? *pp : NULL;
+    /* whole, made alike, and reused but for a short tail (at most an eighth of what is reused: a new
+     * turn after the same history, or the same history extended); a longer tail may serve other
+     * requests, so then the entry stays and lookup copies from it */
+    if (!e || !e->whole || e->seq->llm != llm || zl_seq_n_ctx(e->seq) != n_ctx || kv_type_of(e->seq) != kv_type ||
+        len <= 0 || e->n - len > len / 8) {
+        pthread_mutex_unlock(&c->mu);
+        free(q);
+        return 0;
     }
+    *pp = e->next;
+    c->bytes -= e->bytes;
+    c->query_tokens += (uint64_t)n;
+    c->hit_tokens += (uint64_t)len;
     pthread_mutex_unlock(&c->mu);
     free(q);
-    return reused;
+    zl_seq *s = e->seq;
+    free(e->tenant);
+    free(e->chain);
+    free(e);
+    zl_seq_truncate(s, len);
+    *out = s;
+    return len;
 }
 
 /* Under c->mu: drop least-recently-used entries until the cache fits. */
@@ -177,14 +232,13 @@ void zl_pcache_insert(zl_pcache *c, const char *tenant, zl_seq *src, int take) {
     pc_entry *e = calloc(1, sizeof *e);
     if (take && e && (e->tenant = strdup(tenant))) {
         e->seq = src;
+        e->whole = 1;
     } else if (take) {
         free(e);
         seq_zero_free(src);
         return;
     }
-    zl_seq_opts so = {.n_ctx = n,
-                      .kv_type = src->kv->type == ZL_TYPE_F32 ? ZL_KV_F32 : src->kv->type == ZL_TYPE_Q8_0 ? ZL_KV_Q8_0 : ZL_KV_F16,
-                      .sampling = zl_sampling_defaults()};
+    zl_seq_opts so = {.n_ctx = n, .kv_type = kv_type_of(src), .sampling = zl_sampling_defaults()};
     if (!take && (!e || !(e->tenant = strdup(tenant)) || zl_seq_new(&e->seq, src->llm, &so, NULL) ||
                   zl_seq_copy_prefix(e->seq, src, n, NULL))) {
         if (e) {

@@ -32,6 +32,17 @@ void zl_pcache_free(zl_pcache *c);
 /* Copy the longest cached prefix of ids[0..n) stored for `tenant` into dst
  * (a sequence with nothing cached) and return its length (0: miss). */
 int zl_pcache_lookup(zl_pcache *c, const char *tenant, const int32_t *ids, int n, zl_seq *dst);
+/* The cheaper hit when the request extends a whole cached sequence: when the
+ * best entry for ids[0..n) is a sequence handed over whole, made with
+ * n_ctx / kv_type by `llm`, and ids share all its tokens but a short tail
+ * (at most an eighth of the shared length: the same history with a new turn,
+ * or extended), the entry leaves the cache and its sequence becomes *out,
+ * truncated to the reused length (returned), with no copy and no fresh
+ * memory.  The caller hands it back with zl_pcache_insert(take = 1)
+ * when its job ends (its tokens then extend what it held).  0 (and *out NULL):
+ * no such entry; zl_pcache_lookup copies instead. */
+int zl_pcache_take(zl_pcache *c, const char *tenant, const int32_t *ids, int n, const zl_llm *llm, int n_ctx,
+                   zl_kv_type kv_type, zl_seq **out);
 /* Store a snapshot of src's tokens for `tenant`.  take = 0: a compact copy
  * (src is not modified); take = 1: src itself is kept (a finished sequence:
  * no copy) or, if not kept, zeroed and freed. */

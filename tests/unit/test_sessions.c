@@ -145,6 +145,58 @@ Test(prefix_cache, tenant_isolated_exact_prefix, .init = setup, .fini = teardown
     free(ids);
 }
 
+/* A request that extends a whole cached sequence (or shares all of it but a
+ * short tail) takes the sequence itself (no copy, no fresh memory): only for
+ * its tenant, only when made alike; the logits after it equal a straight
+ * run's. */
+Test(prefix_cache, take_hands_over_a_whole_sequence, .init = setup, .fini = teardown) {
+    int32_t *ids;
+    int n = tokenize("Once upon a time there was a little girl named Lily. She loved to play outside in the sun "
+                     "with her friends every day.", &ids);
+    cr_assert_gt(n, 33);
+    int h = n - 6; /* the cached turn (two blocks or more); the request adds 6 tokens */
+    zl_pcache *pc;
+    cr_assert_eq(zl_pcache_new(&pc, 64 << 20, 16, NULL), 0);
+    zl_seq_opts so = {.n_ctx = 128, .sampling = zl_sampling_defaults()};
+    zl_seq *a, *b, *got = NULL;
+    cr_assert_eq(zl_seq_new(&a, g_llm, &so, NULL), 0);
+    cr_assert_eq(zl_seq_eval(a, ids, h, 0, NULL, NULL), 0);
+    zl_pcache_insert(pc, "user:alice", a, 1); /* kept whole */
+    cr_expect_eq(zl_pcache_take(pc, "user:bob", ids, n, g_llm, 128, ZL_KV_F16, &got), 0, "another tenant");
+    cr_expect_null(got);
+    cr_expect_eq(zl_pcache_take(pc, "user:alice", ids, n, g_llm, 256, ZL_KV_F16, &got), 0, "another context size");
+    cr_expect_eq(zl_pcache_take(pc, "user:alice", ids, n, g_llm, 128, ZL_KV_F32, &got), 0, "another KV type");
+    int32_t save = ids[16];
+    ids[16] = save == 5 ? 6 : 5;
+    cr_expect_eq(zl_pcache_take(pc, "user:alice", ids, n, g_llm, 128, ZL_KV_F16, &got), 0, "a long tail not reused");
+    ids[16] = save;
+    zl_pcache_stats st;
+    zl_pcache_stats_get(pc, &st);
+    cr_expect_eq(st.entries, 1, "misses leave the entry");
+    cr_expect_eq(zl_pcache_take(pc, "user:alice", ids, n, g_llm, 128, ZL_KV_F16, &got), h);
+    cr_assert_eq(got, a, "the cached sequence itself");
+    zl_pcache_stats_get(pc, &st);
+    cr_expect_eq(st.entries, 0);
+    cr_expect_eq(st.bytes, 0);
+    cr_expect_eq(st.hit_tokens, (uint64_t)h);
+    /* continuing it gives the logits of a straight run over all n tokens */
+    cr_assert_eq(zl_seq_eval(got, ids + h, n - h, 0, NULL, NULL), 0);
+    cr_assert_eq(zl_seq_new(&b, g_llm, &so, NULL), 0);
+    cr_assert_eq(zl_seq_eval(b, ids, n, 0, NULL, NULL), 0);
+    const float *la = zl_seq_logits(got), *lb = zl_seq_logits(b);
+    for (int i = 0; i < zl_llm_n_vocab(g_llm); i++) cr_assert_float_eq(la[i], lb[i], 1e-5, "logit %d", i);
+    /* handed back when its job ends; a request with the same history and another last token takes it */
+    zl_pcache_insert(pc, "user:alice", got, 1);
+    ids[n - 1] = ids[n - 1] == 5 ? 6 : 5;
+    cr_expect_eq(zl_pcache_take(pc, "user:alice", ids, n, g_llm, 128, ZL_KV_F16, &got), n - 1, "short tail");
+    cr_expect_eq(got, a);
+    cr_expect_eq(zl_seq_n_past(got), n - 1);
+    zl_seq_free(got);
+    zl_seq_free(b);
+    zl_pcache_free(pc);
+    free(ids);
+}
+
 Test(sessions, continuation_prefix_and_typing_ahead_equal_stateless, .init = setup, .fini = teardown) {
     zl_sessions *ss = store(60, 1 << 30, 64 << 20);
     const char *turn1 = "Once upon a time there was a cat named Tom.";

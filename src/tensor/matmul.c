@@ -115,25 +115,51 @@ typedef struct {
 
 /* rows [r0, r1) of one matrix for every token, widest kernel first: each
  * weight row is read once per group of tokens */
+/* Weights are read ZL_PREFETCH_BYTES ahead of the row being computed.  The
+ * hardware prefetchers stop at 4 KiB page boundaries, and mapped GGUF files
+ * come in 4 KiB pages: without this every page of weights starts with a
+ * full miss (measured: decode of the 1.1B Q4_0 file 22 -> 28 tok/s). */
+#define ZL_PREFETCH_BYTES 3072
+#define ZL_PREFETCH_MAX_TOK 16
+
+/* prefetch the bytes [a + ZL_PREFETCH_BYTES, b + ZL_PREFETCH_BYTES): called
+ * once per row with that row's extent, it covers every line once.  One token:
+ * into L1; several: into L2 only, as L1 holds their activations. */
+static inline void prefetch_ahead(const uint8_t *a, const uint8_t *b, int multi) {
+    uintptr_t s = ((uintptr_t)a + ZL_PREFETCH_BYTES) & ~(uintptr_t)63, e = (uintptr_t)b + ZL_PREFETCH_BYTES;
+    if (multi)
+        for (; s < e; s += 64) __builtin_prefetch((const void *)s, 0, 2);
+    else
+        for (; s < e; s += 64) __builtin_prefetch((const void *)s, 0, 3);
+}
+
 static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
     const uint8_t *w = p->W->data;
     const size_t rb = p->W->row_bytes;
     const int64_t cols = p->W->cols;
     if (n_tok == 1) {
-        for (int64_t r = r0; r < r1; r++) p->y[r] = p->dot(w + (size_t)r * rb, p->xq, cols);
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *row = w + (size_t)r * rb;
+            prefetch_ahead(row, row + rb, 0);
+            p->y[r] = p->dot(row, p->xq, cols);
+        }
         return;
     }
     static const int widths[7] = {8, 7, 6, 5, 4, 3, 2};
-    int t = 0;
+    int t = 0, pf = n_tok <= ZL_PREFETCH_MAX_TOK;
     for (int wi = 0; wi < 7; wi++) {
         const int k = widths[wi];
         zl_dot4_fn f = p->dotk[k];
         if (!f) continue;
         for (; t + k <= n_tok; t += k) {
+            /* the first pass reads the tile from memory; a long batch is compute-bound there anyway */
+            pf = pf && t == 0;
             const uint8_t *xt = p->xq + (size_t)t * p->xq_stride;
             float *yt = p->y + (int64_t)t * p->ldy, out[8];
             for (int64_t r = r0; r < r1; r++) {
-                f(w + (size_t)r * rb, xt, p->xq_stride, cols, out);
+                const uint8_t *row = w + (size_t)r * rb;
+                if (pf) prefetch_ahead(row, row + rb, 1);
+                f(row, xt, p->xq_stride, cols, out);
                 for (int q = 0; q < k; q++) yt[q * p->ldy + r] = out[q];
             }
         }
@@ -141,7 +167,11 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
     for (; t < n_tok; t++) {
         const uint8_t *xt = p->xq + (size_t)t * p->xq_stride;
         float *yt = p->y + (int64_t)t * p->ldy;
-        for (int64_t r = r0; r < r1; r++) yt[r] = p->dot(w + (size_t)r * rb, xt, cols);
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *row = w + (size_t)r * rb;
+            if (pf && t == 0) prefetch_ahead(row, row + rb, 1);
+            yt[r] = p->dot(row, xt, cols);
+        }
     }
 }
 

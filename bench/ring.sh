@@ -34,8 +34,8 @@ T=${3:-1}
 RUNS=${RUNS:-15}
 N=${N:-200}
 # time of one forward over k tokens / over 1 token on the synthetic 1.1B Q4_0 model (2-core AVX-512
-# VM, quiet, 2026-12-01, `bench --verify-curve -t 2`; beyond 16 extrapolated linearly)
-CURVE=${CURVE:-1,1.08,1.17,1.24,1.31,1.39,1.51,1.74,1.95,2.06,2.15,2.33,2.35,2.45,2.58,2.80}
+# VM, 2026-12-01, with the matmul's weight prefetch, `bench --verify-curve -t 2`; beyond 16 extrapolated linearly)
+CURVE=${CURVE:-1,1.06,1.15,1.26,1.34,1.44,1.60,1.81,2.21,2.48,2.44,2.55,2.65,2.76,3.03,3.23}
 
 greedy() { "$ZL" run -m "$MODEL" -p "$1" -n "$2" --temp 0 --ignore-eos -t "$T" --spec off 2>/dev/null | tr '\n' ' ' | sed 's/ *$//'; }
 S1="Tom and his mom went to the store."

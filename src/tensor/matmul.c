@@ -118,19 +118,17 @@ typedef struct {
 /* Weights are read ZL_PREFETCH_BYTES ahead of the row being computed.  The
  * hardware prefetchers stop at 4 KiB page boundaries, and mapped GGUF files
  * come in 4 KiB pages: without this every page of weights starts with a
- * full miss (measured: decode of the 1.1B Q4_0 file 22 -> 28 tok/s). */
+ * full miss (measured on the 1.1B Q4_0 file: decode 23 -> 28 tok/s, a
+ * 4-token step 60 -> 48 ms).  Batches of more than ZL_PREFETCH_MAX_TOK tokens
+ * are compute-bound in the first pass over a tile: no gain there. */
 #define ZL_PREFETCH_BYTES 3072
 #define ZL_PREFETCH_MAX_TOK 16
 
 /* prefetch the bytes [a + ZL_PREFETCH_BYTES, b + ZL_PREFETCH_BYTES): called
- * once per row with that row's extent, it covers every line once.  One token:
- * into L1; several: into L2 only, as L1 holds their activations. */
-static inline void prefetch_ahead(const uint8_t *a, const uint8_t *b, int multi) {
+ * once per row with that row's extent, it covers every line once */
+static inline void prefetch_ahead(const uint8_t *a, const uint8_t *b) {
     uintptr_t s = ((uintptr_t)a + ZL_PREFETCH_BYTES) & ~(uintptr_t)63, e = (uintptr_t)b + ZL_PREFETCH_BYTES;
-    if (multi)
-        for (; s < e; s += 64) __builtin_prefetch((const void *)s, 0, 2);
-    else
-        for (; s < e; s += 64) __builtin_prefetch((const void *)s, 0, 3);
+    for (; s < e; s += 64) __builtin_prefetch((const void *)s, 0, 3);
 }
 
 static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
@@ -140,7 +138,7 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
     if (n_tok == 1) {
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *row = w + (size_t)r * rb;
-            prefetch_ahead(row, row + rb, 0);
+            prefetch_ahead(row, row + rb);
             p->y[r] = p->dot(row, p->xq, cols);
         }
         return;
@@ -158,7 +156,7 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
             float *yt = p->y + (int64_t)t * p->ldy, out[8];
             for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *row = w + (size_t)r * rb;
-                if (pf) prefetch_ahead(row, row + rb, 1);
+                if (pf) prefetch_ahead(row, row + rb);
                 f(row, xt, p->xq_stride, cols, out);
                 for (int q = 0; q < k; q++) yt[q * p->ldy + r] = out[q];
             }
@@ -169,7 +167,7 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
         float *yt = p->y + (int64_t)t * p->ldy;
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *row = w + (size_t)r * rb;
-            if (pf && t == 0) prefetch_ahead(row, row + rb, 1);
+            if (pf && t == 0) prefetch_ahead(row, row + rb);
             yt[r] = p->dot(row, xt, cols);
         }
     }

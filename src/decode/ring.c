@@ -39,44 +39,45 @@ void zl_ring_set_cost(zl_ring *r, const float *cost, int n) {
     r->cost[1] = 1.0f;
 }
 
-/* The learned line: *t1 = time of a plain step, *slope = time per extra
- * token; 0 when the timed steps do not span two token counts yet. */
-static int fit_line(const zl_ring *r, double *t1, double *slope) {
+/* The learned line: time(n) = t1 + slope * (n - 1); ok = 0 while the timed
+ * steps do not span two token counts yet. */
+typedef struct { int ok; double t1, slope; } cost_line;
+
+static cost_line fit_line(const zl_ring *r) {
     const double *f = r->fit;
+    cost_line L = {0, 0, 0};
     double det = f[0] * f[2] - f[1] * f[1];
-    if (f[0] <= 0 || det <= 1e-9 * f[0] * f[0]) return 0;
+    if (f[0] <= 0 || det <= 1e-9 * f[0] * f[0]) return L;
     double b = (f[0] * f[4] - f[1] * f[3]) / det;
     if (b < 0) b = 0; /* noise: more tokens never cost less */
     double a = (f[3] - b * f[1]) / f[0];
-    if (a <= 0) return 0;
-    *t1 = a;
-    *slope = b;
-    return 1;
+    if (a > 0) L = (cost_line){1, a, b};
+    return L;
 }
 
-double zl_ring_cost(const zl_ring *r, int n) {
+/* cost of a step over n tokens: the given curve, else the learned line (0 = unknown) */
+static double cost_of(const zl_ring *r, const cost_line *L, int n) {
     if (n < 1) n = 1;
     if (n > ZL_RING_MAX + 1) n = ZL_RING_MAX + 1;
     if (r->cost[1] > 0) return r->cost[n];
-    double t1, b;
-    return fit_line(r, &t1, &b) ? 1.0 + b * (n - 1) / t1 : 0;
+    return L->ok ? 1.0 + L->slope * (n - 1) / L->t1 : 0;
 }
 
-/* the plain-step time the guard compares with (0 = unknown) */
-static double plain_seconds(const zl_ring *r) {
-    double t1, b;
-    return fit_line(r, &t1, &b) ? t1 : 0;
+double zl_ring_cost(const zl_ring *r, int n) {
+    cost_line L = fit_line(r);
+    return cost_of(r, &L, n);
 }
 
 /* The cost-optimal draft length for the acceptance estimate (1..max) and
  * its expected tokens per unit of cost (*gain); k = 0 when no cost is known. */
 static int best_k(const zl_ring *r, double *gain) {
+    cost_line L = fit_line(r);
     double a = zl_ring_acceptance(r), e = 1.0, ak = 1.0, best = -1;
     int k_best = 0;
     for (int k = 1; k <= r->max; k++) {
         ak *= a;
         e += ak; /* E(k) = 1 + a + ... + a^k */
-        double c = zl_ring_cost(r, k + 1);
+        double c = cost_of(r, &L, k + 1);
         if (c <= 0) continue;
         double g = e / c;
         if (g > best * (1 + 1e-9)) { best = g; k_best = k; }
@@ -135,13 +136,13 @@ void zl_ring_update(zl_ring *r, int drafted, int accepted, double seconds, int e
     }
     if (accepted > 0) r->backoff = 0; /* a probe that found something: the next cool-down is short again */
     /* the measured judgement, on whole windows of timed ring steps */
-    double t1 = plain_seconds(r);
-    if (seconds <= 0 || t1 <= 0) return;
+    cost_line L = fit_line(r); /* its t1: the plain-step time the guard compares with */
+    if (seconds <= 0 || !L.ok) return;
     r->win_steps++;
     r->win_tokens += emitted;
     r->win_seconds += seconds;
     if (r->win_steps < GUARD_WINDOW) return;
-    double plain = 1.0 / t1, ring = r->win_tokens / r->win_seconds;
+    double plain = 1.0 / L.t1, ring = r->win_tokens / r->win_seconds;
     if (ring < PAY_RATIO * plain) {
         cool_down(r);
         return;

@@ -497,6 +497,8 @@ static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int3
         }
     }
     zl_err e = {0};
+    /* no session sequence: the tenant's cached one, when the request extends it (no copy) */
+    if (!q) zl_pcache_take(s->pcache, h->tenant, prompt, n_prompt, llm, so->n_ctx, so->kv_type, &q);
     if (q) {
         int n_tok = 0;
         const int32_t *have = zl_seq_tokens(q, &n_tok);
@@ -511,15 +513,6 @@ static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int3
         *seq = q;
         *n_reused = keep;
         if (keep > 0) return 0;
-    } else if ((*n_reused = zl_pcache_take(s->pcache, h->tenant, prompt, n_prompt, llm, so->n_ctx, so->kv_type, &q)) > 0) {
-        /* the tenant's cached sequence itself: nothing copied, no fresh memory */
-        if (zl_seq_set_sampling(q, &so->sampling, &e)) {
-            seq_destroy(q);
-            snprintf(err, cap, "%s", e.msg);
-            return e.code;
-        }
-        *seq = q;
-        return 0;
     } else if (fresh_seq(s, llm, so, n_prompt, &q, &e)) {
         snprintf(err, cap, "%s", e.msg);
         return e.code;

@@ -144,14 +144,15 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
         return;
     }
     static const int widths[7] = {8, 7, 6, 5, 4, 3, 2};
-    int t = 0, pf = n_tok <= ZL_PREFETCH_MAX_TOK;
+    /* the pass starting at token 0 reads the tile from memory; a long batch is compute-bound there anyway */
+    const int pf_batch = n_tok <= ZL_PREFETCH_MAX_TOK;
+    int t = 0;
     for (int wi = 0; wi < 7; wi++) {
         const int k = widths[wi];
         zl_dot4_fn f = p->dotk[k];
         if (!f) continue;
         for (; t + k <= n_tok; t += k) {
-            /* the first pass reads the tile from memory; a long batch is compute-bound there anyway */
-            pf = pf && t == 0;
+            const int pf = pf_batch && t == 0;
             const uint8_t *xt = p->xq + (size_t)t * p->xq_stride;
             float *yt = p->y + (int64_t)t * p->ldy, out[8];
             for (int64_t r = r0; r < r1; r++) {
@@ -167,7 +168,7 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
         float *yt = p->y + (int64_t)t * p->ldy;
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *row = w + (size_t)r * rb;
-            if (pf && t == 0) prefetch_ahead(row, row + rb);
+            if (pf_batch && t == 0) prefetch_ahead(row, row + rb);
             yt[r] = p->dot(row, xt, cols);
         }
     }

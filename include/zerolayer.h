@@ -176,10 +176,14 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err);
 typedef struct zl_spec_stats {
     uint64_t steps, verify_steps, drafted, accepted;
     int ring; /* current ring size (0 while drafting is cooling down) */
+    uint64_t resumed; /* verify steps that ran only the layers after a self-draft's (see below) */
 } zl_spec_stats;
 void zl_seq_spec_stats(const zl_seq *s, zl_spec_stats *st);
 /* A draft model made of the first n_layers of llm (self-speculation): shares
- * llm's weights; close it before llm. */
+ * llm's weights; close it before llm.  Drafting for a sequence of llm, it
+ * runs in that sequence's own cache and the verify pass resumes after its
+ * layers (no second cache, no layer run twice); under a KV slicing policy it
+ * drafts in a cache of its own. */
 int zl_llm_open_truncated(zl_llm **out, zl_llm *llm, int n_layers, zl_err *err);
 
 /* Streaming detokeniser: returns only complete UTF-8 characters. */

@@ -16,6 +16,12 @@ typedef struct zl_drafter {
     /* Write up to max tokens into out; return how many (0 = no proposal). */
     int (*draft)(struct zl_drafter *d, const int32_t *hist, int n_hist, int32_t *out, int max);
     void (*free)(struct zl_drafter *d);
+    /* Optional (NULL: none).  A drafter that ran the verifier's own first
+     * layers over the tokens it proposed, in the verifier's cache, hands the
+     * verify pass the residual stream leaving them: for `n` tokens `ids` at
+     * positions pos.. it returns n rows entering layer *layer, or NULL when it
+     * holds no such rows.  The verify pass then runs only the layers after. */
+    const float *(*resume)(struct zl_drafter *d, const int32_t *ids, int n, int pos, int *layer);
     void *self;
 } zl_drafter;
 

@@ -38,10 +38,15 @@ struct zl_seq {
     int32_t pending; /* token already chosen (by a rejection) but not yet emitted; -1 = none */
     zl_drafter *drafter;
     zl_ring ring;
+    uint64_t resumed; /* verify steps that resumed after the drafter's layers */
     float *vlogits;  /* (ring max + 1) * n_vocab verification logits */
     float *probs;    /* n_vocab */
 };
 
+/* zl_seq_eval_anchored, but with only part of the layers run (see
+ * zl_forward_part): n must fit in one chunk (n <= batch), full KV policy. */
+int zl_seq_eval_part(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n, int batch, const zl_fwd_part *part,
+                     float *all_logits, zl_err *err);
 /* Grow s->tokens to hold at least n tokens. Returns 0 or ZL_ENOMEM. */
 int zl_seq_reserve_tokens(zl_seq *s, int n);
 /* Record fed tokens in s->tokens (grows the array). Returns 0 or ZL_ENOMEM. */

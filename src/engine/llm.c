@@ -207,7 +207,14 @@ int zl_seq_eval(zl_seq *s, const int32_t *ids, int n, int batch, float *all_logi
 
 int zl_seq_eval_anchored(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n, int batch, float *all_logits,
                          zl_err *err) {
+    return zl_seq_eval_part(s, ids, anchor, n, batch, NULL, all_logits, err);
+}
+
+int zl_seq_eval_part(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n, int batch, const zl_fwd_part *part,
+                     float *all_logits, zl_err *err) {
     if (n <= 0) return zl_errf(err, ZL_EINVAL, "nothing to evaluate");
+    if (part && (n > batch || s->kv->policy.kind != ZL_KVP_FULL || part->keep_used))
+        return zl_errf(err, ZL_EINVAL, "a partial forward must be one chunk under the full KV policy");
     const zl_model *m = s->llm->model;
     int nv = m->hp.n_vocab, bounded = s->kv->policy.kind != ZL_KVP_FULL;
     if (!bounded && s->kv->n_used + n > s->kv->n_ctx)
@@ -227,7 +234,7 @@ int zl_seq_eval_anchored(zl_seq *s, const int32_t *ids, const uint8_t *anchor, i
         for (int i = 0; i < cnt; i++)
             toks[i] = (zl_batch_tok){ids[p + i], base + i, 0, all_logits ? 1 : (p + i == n - 1)};
         float *dst = all_logits ? all_logits + (size_t)p * nv : s->logits;
-        rc = zl_forward(m, &s->kv, toks, cnt, dst, s->fwd, s->llm->pool, err);
+        rc = zl_forward_part(m, &s->kv, toks, cnt, part, dst, s->fwd, s->llm->pool, err);
         if (rc) break;
         zl_kv_note_written(s->kv, base, cnt);
         if (anchor)

@@ -36,9 +36,9 @@ static int argmax(const float *l, int n) {
     return b;
 }
 
-static int dm_draft(zl_drafter *d, const int32_t *hist, int n_hist, int32_t *out, int max) {
-    draft_model *dm = d->self;
-    zl_seq *s = dm->seq;
+/* Draft with a model of its own: catch its cache up with hist (the longest
+ * common prefix is kept), then decode greedily. */
+static int draft_with_seq(zl_seq *s, const int32_t *hist, int n_hist, int32_t *out, int max) {
     int have, c = 0;
     const int32_t *mine = zl_seq_tokens(s, &have);
     while (c < have && c < n_hist && mine[c] == hist[c]) c++;
@@ -54,11 +54,121 @@ static int dm_draft(zl_drafter *d, const int32_t *hist, int n_hist, int32_t *out
     return max;
 }
 
+static int dm_draft(zl_drafter *d, const int32_t *hist, int n_hist, int32_t *out, int max) {
+    draft_model *dm = d->self;
+    return draft_with_seq(dm->seq, hist, n_hist, out, max);
+}
+
 static void dm_free(zl_drafter *d) {
     draft_model *dm = d->self;
     zl_seq_free(dm->seq);
     free(dm);
     free(d);
+}
+
+static int draft_seq_new(zl_seq **out, zl_llm *draft, int n_ctx, zl_err *err) {
+    zl_seq_opts so = {n_ctx, ZL_KV_F16, zl_sampling_defaults()};
+    so.sampling.temp = 0;
+    return zl_seq_new(out, draft, &so, err);
+}
+
+/* ---- self-speculation: the target's own first layers, in the target's cache ----
+ * The draft runs layers [0, D) of the target over the token about to be
+ * verified and each token it proposes, writing those layers' K/V into the
+ * target's own cache as scratch rows past its end (the verify pass would
+ * write the same values there: a token's arithmetic does not depend on its
+ * batch) and keeping the residual leaving layer D - 1.  The verify pass then
+ * resumes at layer D, so those layers are never run twice and the draft
+ * never has a cache of its own to catch up.  Under a KV slicing policy (the
+ * cache evicts and compacts) it drafts in a private cache instead. */
+typedef struct {
+    zl_seq *target;
+    zl_llm *view;   /* the truncated view: its layer count is D */
+    zl_fwd *fwd;
+    float *resid;   /* [ZL_RING_MAX + 1][dim]: residual entering layer D */
+    float *logits;  /* n_vocab */
+    int32_t ids[ZL_RING_MAX + 1];
+    int n, pos;     /* rows held: tokens ids[0..n) at positions pos.. */
+    zl_seq *own;    /* private cache for the sliced case, made on first use */
+} self_draft;
+
+static int sd_draft(zl_drafter *d, const int32_t *hist, int n_hist, int32_t *out, int max) {
+    self_draft *sd = d->self;
+    zl_seq *s = sd->target;
+    zl_kv *kv = s->kv;
+    sd->n = 0;
+    if (kv->policy.kind != ZL_KVP_FULL || kv->layer_off || kv->n_used != n_hist - 1) {
+        if (!sd->own && draft_seq_new(&sd->own, sd->view, zl_seq_n_ctx(s), NULL)) return 0;
+        return draft_with_seq(sd->own, hist, n_hist, out, max);
+    }
+    if (max > ZL_RING_MAX) max = ZL_RING_MAX;
+    if (kv->n_used + max + 1 > kv->n_ctx) max = kv->n_ctx - kv->n_used - 1;
+    if (max <= 0) return 0;
+    const zl_model *m = s->llm->model;
+    int dim = m->hp.dim, pos = kv->n_used, nv = m->hp.n_vocab;
+    zl_fwd_set_exact(sd->fwd, zl_fwd_exact(s->fwd));
+    int32_t tok = hist[n_hist - 1];
+    for (int i = 0; i <= max; i++) {
+        /* the last token is proposed, not drafted from: no logits, only its layers */
+        zl_batch_tok t = {tok, pos + i, 0, i < max};
+        zl_fwd_part part = {0, sd->view->model->hp.n_layers, NULL, sd->resid + (size_t)i * dim, 1};
+        if (zl_forward_part(m, &s->kv, &t, 1, &part, sd->logits, sd->fwd, s->llm->pool, NULL)) {
+            sd->n = 0;
+            return i;
+        }
+        sd->ids[i] = tok;
+        if (i < max) tok = out[i] = argmax(sd->logits, nv);
+    }
+    sd->n = max + 1;
+    sd->pos = pos;
+    return max;
+}
+
+static const float *sd_resume(zl_drafter *d, const int32_t *ids, int n, int pos, int *layer) {
+    self_draft *sd = d->self;
+    int held = sd->n;
+    sd->n = 0; /* good for one verify */
+    if (n > held || pos != sd->pos || sd->target->kv->n_dirty < pos + n || sd->target->kv->n_used != pos ||
+        memcmp(ids, sd->ids, (size_t)n * sizeof *ids))
+        return NULL;
+    *layer = sd->view->model->hp.n_layers;
+    return sd->resid;
+}
+
+static void sd_free(zl_drafter *d) {
+    self_draft *sd = d->self;
+    zl_fwd_free(sd->fwd);
+    free(sd->resid);
+    free(sd->logits);
+    zl_seq_free(sd->own);
+    free(sd);
+    free(d);
+}
+
+/* Whether draft is a truncated view of target's weights (zl_llm_open_truncated). */
+static int is_view_of(const zl_llm *draft, const zl_llm *target) {
+    return draft->borrowed && draft->model->layers == target->model->layers &&
+           draft->model->hp.n_layers < target->model->hp.n_layers;
+}
+
+static zl_drafter *self_draft_new(zl_seq *s, zl_llm *view) {
+    zl_drafter *d = calloc(1, sizeof *d);
+    self_draft *sd = calloc(1, sizeof *sd);
+    if (d && sd) {
+        sd->target = s;
+        sd->view = view;
+        sd->fwd = zl_fwd_new();
+        sd->resid = malloc((size_t)(ZL_RING_MAX + 1) * s->llm->model->hp.dim * sizeof(float));
+        sd->logits = malloc((size_t)zl_llm_n_vocab(s->llm) * sizeof(float));
+    }
+    if (!d || !sd || !sd->fwd || !sd->resid || !sd->logits) {
+        if (sd) { zl_fwd_free(sd->fwd); free(sd->resid); free(sd->logits); }
+        free(sd);
+        free(d);
+        return NULL;
+    }
+    *d = (zl_drafter){"self", sd_draft, sd_free, sd_resume, sd};
+    return d;
 }
 
 static int vocab_compatible(const zl_llm *a, const zl_llm *b, zl_err *err) {
@@ -94,21 +204,24 @@ int zl_seq_set_spec(zl_seq *s, const zl_spec_opts *o, zl_err *err) {
         if (!o->draft) return zl_errf(err, ZL_EINVAL, "draft speculation needs a draft model");
         int rc = vocab_compatible(s->llm, o->draft, err);
         if (rc) return rc;
-        zl_seq_opts so = {zl_seq_n_ctx(s), ZL_KV_F16, zl_sampling_defaults()};
-        so.sampling.temp = 0;
-        zl_seq *ds;
-        if ((rc = zl_seq_new(&ds, o->draft, &so, err))) return rc;
-        zl_drafter *d = calloc(1, sizeof *d);
-        draft_model *dm = calloc(1, sizeof *dm);
-        if (!d || !dm) { free(d); free(dm); zl_seq_free(ds); return zl_errf(err, ZL_ENOMEM, "out of memory"); }
-        dm->seq = ds;
-        *d = (zl_drafter){"draft", dm_draft, dm_free, dm};
-        s->drafter = d;
+        if (is_view_of(o->draft, s->llm)) {
+            s->drafter = self_draft_new(s, o->draft);
+        } else {
+            zl_seq *ds;
+            if ((rc = draft_seq_new(&ds, o->draft, zl_seq_n_ctx(s), err))) return rc;
+            zl_drafter *d = calloc(1, sizeof *d);
+            draft_model *dm = calloc(1, sizeof *dm);
+            if (!d || !dm) { free(d); free(dm); zl_seq_free(ds); return zl_errf(err, ZL_ENOMEM, "out of memory"); }
+            dm->seq = ds;
+            *d = (zl_drafter){"draft", dm_draft, dm_free, NULL, dm};
+            s->drafter = d;
+        }
     } else {
         return zl_errf(err, ZL_EINVAL, "unknown speculation mode %d", (int)o->mode);
     }
     if (!s->drafter) return zl_errf(err, ZL_ENOMEM, "out of memory");
     zl_ring_init(&s->ring, ring, max);
+    s->resumed = 0;
     s->spec_on = 1;
     return 0;
 }
@@ -121,6 +234,7 @@ void zl_seq_spec_stats(const zl_seq *s, zl_spec_stats *st) {
     st->drafted = s->ring.drafted;
     st->accepted = s->ring.accepted;
     st->ring = zl_ring_budget(&s->ring);
+    st->resumed = s->resumed;
 }
 
 int zl_seq_spec_on(const zl_seq *s) { return s->spec_on; }
@@ -183,7 +297,16 @@ int zl_spec_eval_batch(zl_llm *llm, const zl_batch_item *items, zl_verify *const
         for (int j = 0; j < items[i].n; j++, t++)
             toks[t] = (zl_batch_tok){items[i].ids[j], kvs[i]->n_used + j, i, all || j == items[i].n - 1};
     }
-    if (!rc) rc = zl_forward(m, kvs, toks, total, logits, llm->batch_fwd, llm->pool, err);
+    /* a lone sequence whose drafter ran our first layers resumes after them
+     * (in a mixed batch every token runs every layer: still exact) */
+    zl_seq *lone = n_items == 1 && ver && ver[0] && ver[0]->n > 1 ? items[0].seq : NULL;
+    int layer = 0;
+    const float *x = !rc && lone && lone->drafter && lone->drafter->resume
+                         ? lone->drafter->resume(lone->drafter, items[0].ids, items[0].n, kvs[0]->n_used, &layer)
+                         : NULL;
+    zl_fwd_part part = {layer, m->hp.n_layers, x, NULL, 0};
+    if (!rc) rc = zl_forward_part(m, kvs, toks, total, x ? &part : NULL, logits, llm->batch_fwd, llm->pool, err);
+    if (!rc && x) lone->resumed++;
     for (int i = 0, t = 0; !rc && i < n_items; t += items[i].n, i++) zl_kv_note_written(kvs[i], toks[t].pos, items[i].n);
     const float *row = logits;
     for (int i = 0; !rc && i < n_items; i++) {
@@ -295,7 +418,12 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     s->pending = -1;
     zl_verify v;
     int nd = zl_spec_draft(s, t0, max_out - 1, &v);
-    if (zl_seq_eval(s, v.ids, v.n, v.n, nd ? s->vlogits : NULL, err)) return -1;
+    int layer = 0;
+    const float *x = nd && s->drafter->resume ? s->drafter->resume(s->drafter, v.ids, v.n, s->kv->n_used, &layer)
+                                              : NULL;
+    zl_fwd_part part = {layer, s->llm->model->hp.n_layers, x, NULL, 0};
+    if (zl_seq_eval_part(s, v.ids, NULL, v.n, v.n, x ? &part : NULL, nd ? s->vlogits : NULL, err)) return -1;
+    s->resumed += x != NULL;
     int32_t next;
     int acc = zl_spec_accept(s, &v, now_s() - t_start, out + 1, &next);
     out[0] = t0;

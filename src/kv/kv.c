@@ -48,15 +48,18 @@ void zl_kv_free(zl_kv *kv) {
 
 void zl_kv_truncate(zl_kv *kv, int n) {
     if (n < 0) n = 0;
-    if (n >= kv->n_used) return;
+    int hi = kv->n_dirty > kv->n_used ? kv->n_dirty : kv->n_used;
+    if (n >= hi) return;
+    kv->n_dirty = n;
     for (int l = 0; l < kv->n_layers; l++) {
-        int from = zl_kv_slot(kv, l, n), to = zl_kv_layer_used(kv, l);
+        int from = zl_kv_slot(kv, l, n), to = zl_kv_slot(kv, l, hi);
         if (from < 0) from = 0;
         if (to <= from) continue;
         size_t cnt = (size_t)(to - from) * kv->row_bytes;
         memset(zl_kv_k(kv, l, from), 0, cnt);
         memset(zl_kv_v(kv, l, from), 0, cnt);
     }
+    if (n >= kv->n_used) return; /* only scratch rows went */
     /* per-slot metadata: slice s follows layer s (or every layer when there is one slice) */
     for (int s = 0; s < kv->slices; s++) {
         int from = zl_kv_slot(kv, s, n), to = zl_kv_layer_used(kv, s);

@@ -38,6 +38,8 @@ typedef struct zl_kv {
     size_t row_bytes; /* bytes of one K (or V) row */
     uint8_t *k, *v;   /* [n_layers][n_ctx][row] */
     int n_used;       /* positions 0..n_used-1 are in use; the next token goes to position n_used */
+    int n_dirty;      /* positions up to here may hold rows past n_used: a draft pass's scratch
+                         (zl_fwd_part.keep_used, full policy only); truncation zeroes them too */
     /* slicing state (all NULL/0 under the full policy) */
     zl_kv_policy policy;
     zl_rope rope;
@@ -61,7 +63,8 @@ typedef struct zl_kv {
 
 int zl_kv_new(zl_kv **out, int n_layers, int n_ctx, int kv_dim, zl_type type, zl_err *err);
 void zl_kv_free(zl_kv *kv);
-/* Drop positions >= n (n <= n_used) from every layer; their memory is zeroed. */
+/* Drop positions >= n from every layer; their memory is zeroed, and so are
+ * draft scratch rows past n_used (n_dirty). */
 void zl_kv_truncate(zl_kv *kv, int n);
 static inline void *zl_kv_k(const zl_kv *kv, int layer, int slot) {
     return kv->k + ((size_t)layer * kv->n_ctx + slot) * kv->row_bytes;

@@ -36,6 +36,7 @@ struct zl_fwd {
 };
 
 void zl_fwd_set_exact(zl_fwd *f, int exact) { f->exact = exact; }
+int zl_fwd_exact(const zl_fwd *f) { return f->exact; }
 
 /* Reference matmul for exact mode: dequantise one weight row at a time (the
  * same dequantisers the fast path's blocks are defined by) and accumulate in
@@ -202,8 +203,17 @@ static float *scratch(zl_fwd *f, size_t floats) {
 
 int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, float *logits, zl_fwd *f,
                zl_pool *pool, zl_err *err) {
+    return zl_forward_part(m, kvs, toks, n, NULL, logits, f, pool, err);
+}
+
+int zl_forward_part(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, const zl_fwd_part *part,
+                    float *logits, zl_fwd *f, zl_pool *pool, zl_err *err) {
     const zl_hparams *hp = &m->hp;
     if (n <= 0) return zl_errf(err, ZL_EINVAL, "empty batch");
+    int l_begin = part ? part->layer_begin : 0, l_end = part ? part->layer_end : hp->n_layers;
+    if (l_begin < 0 || l_end > hp->n_layers || l_begin >= l_end || (l_begin > 0 && !part->x_in))
+        return zl_errf(err, ZL_EINVAL, "layers [%d, %d) of a %d-layer model%s", l_begin, l_end, hp->n_layers,
+                       l_begin > 0 && part && !part->x_in ? " need the residual entering the first" : "");
     int dim = hp->dim, hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd, ffn = hp->ffn_dim;
     int max_ctx = 0, n_out = 0, with_probs = 0;
     for (int i = 0; i < n; i++) {
@@ -241,12 +251,15 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
     zl_attn_fn attn_fn = zl_attn_fn_for(zl_cpu_isa(), hd);
 
     for (int i = 0; i < n; i++) {
-        zl_dequant_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)toks[i].token * m->tok_embd.row_bytes,
-                       x + (size_t)i * dim, dim);
+        if (l_begin == 0)
+            zl_dequant_row(m->tok_embd.type,
+                           (const uint8_t *)m->tok_embd.data + (size_t)toks[i].token * m->tok_embd.row_bytes,
+                           x + (size_t)i * dim, dim);
         zl_rope_table(&rope, toks[i].pos, cs + (size_t)i * half, sn + (size_t)i * half);
     }
+    if (l_begin > 0) memcpy(x, part->x_in, (size_t)n * dim * sizeof *x);
 
-    for (int l = 0; l < hp->n_layers; l++) {
+    for (int l = l_begin; l < l_end; l++) {
         const zl_layer *L = &m->layers[l];
         zl_prefetch_layer(m->prefetch, l);
         /* attention block */
@@ -293,12 +306,14 @@ int zl_forward(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, int n, 
         matmul(f, &L->w_down, h1, ffn, n, xb, dim, pool);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];
     }
+    if (part && part->x_out) memcpy(part->x_out, x, (size_t)n * dim * sizeof *x);
     for (int i = 0; i < n; i++) {
         zl_kv *kv = kvs[toks[i].seq];
-        if (toks[i].pos + 1 > kv->n_used) kv->n_used = toks[i].pos + 1;
+        int *used = part && part->keep_used ? &kv->n_dirty : &kv->n_used;
+        if (toks[i].pos + 1 > *used) *used = toks[i].pos + 1;
     }
     if (!n_out) return 0;
-    zl_prefetch_layer(m->prefetch, hp->n_layers - 1); /* output matrix, then the first layers again */
+    if (l_end == hp->n_layers) zl_prefetch_layer(m->prefetch, hp->n_layers - 1); /* output matrix, then the first layers again */
     int o = 0;
     for (int i = 0; i < n; i++)
         if (toks[i].want_logits) rmsnorm(xo + (size_t)(o++) * dim, x + (size_t)i * dim, m->output_norm, dim, hp->norm_eps);

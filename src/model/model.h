@@ -74,6 +74,7 @@ zl_fwd *zl_fwd_new(void);
 void zl_fwd_free(zl_fwd *f);
 /* Exact mode: weights dequantised row by row, f32 activations, f64 sums (slow; for verification). */
 void zl_fwd_set_exact(zl_fwd *f, int exact);
+int zl_fwd_exact(const zl_fwd *f);
 
 /* Run n tokens through the model.  Token i reads/writes kv[toks[i].seq] at
  * slot toks[i].pos and attends to slots 0..pos of that cache; every token of
@@ -84,5 +85,23 @@ void zl_fwd_set_exact(zl_fwd *f, int exact);
  * cache). */
 int zl_forward(const zl_model *m, zl_kv **kv, const zl_batch_tok *toks, int n, float *logits, zl_fwd *f,
                zl_pool *pool, zl_err *err);
+
+/* Part of the forward pass: layers [layer_begin, layer_end).  The residual
+ * stream entering layer_begin is x_in ([n][dim]; unused when layer_begin is
+ * 0: the token embeddings), the one leaving layer_end - 1 goes to x_out when
+ * not NULL.  Wanted logits come from the final norm and output matrix
+ * applied to that residual (for layer_end < n_layers: an early exit).  Only
+ * the layers run are written in the caches; keep_used leaves kv->n_used as it
+ * was (a draft pass writing scratch rows past the sequence's end).  A token's
+ * per-layer arithmetic does not depend on the batch, so layers [0, a) then
+ * [a, L) give bit for bit what one full pass gives. */
+typedef struct zl_fwd_part {
+    int layer_begin, layer_end;
+    const float *x_in;
+    float *x_out;
+    int keep_used;
+} zl_fwd_part;
+int zl_forward_part(const zl_model *m, zl_kv **kv, const zl_batch_tok *toks, int n, const zl_fwd_part *part,
+                    float *logits, zl_fwd *f, zl_pool *pool, zl_err *err);
 
 #endif

@@ -217,6 +217,130 @@ Test(spec, ring_bounds_and_compatible_draft) {
     zl_llm_close(llm);
 }
 
+/* ---- self-speculation in the target's own cache (spec.c, self_draft) ---- */
+#include "engine/engine_internal.h"
+
+/* Layers [0, a) then [a, L) with the residual handed over give bit for bit
+ * the logits and the cache of one full pass: what lets the verify pass
+ * resume after a self-draft's layers. */
+Test(spec, partial_forward_equals_full_pass) {
+    const char *paths[] = {STORIES, SYNTH("Q4_0"), SYNTH("Q4_K_M")};
+    for (int pi = 0; pi < 3; pi++) {
+        zl_err err = {0};
+        zl_model *m;
+        cr_assert_eq(zl_model_load(&m, paths[pi], NULL, &err), 0, "%s", err.msg);
+        const zl_hparams *hp = &m->hp;
+        enum { N = 7, PRE = 5 };
+        zl_pool *pool = zl_pool_new(2);
+        zl_fwd *f = zl_fwd_new();
+        float *la = malloc((size_t)N * hp->n_vocab * sizeof(float)), *lb = malloc((size_t)N * hp->n_vocab * sizeof(float));
+        float *x = malloc((size_t)N * hp->dim * sizeof(float));
+        for (int a = 1; a < hp->n_layers; a++) {
+            zl_kv *ka, *kb;
+            int kvd = hp->n_kv_heads * hp->head_dim;
+            cr_assert_eq(zl_kv_new(&ka, hp->n_layers, 64, kvd, ZL_TYPE_F16, &err), 0);
+            cr_assert_eq(zl_kv_new(&kb, hp->n_layers, 64, kvd, ZL_TYPE_F16, &err), 0);
+            zl_batch_tok t[PRE + N];
+            for (int i = 0; i < PRE + N; i++) t[i] = (zl_batch_tok){(int32_t)(1 + (i * 37) % (hp->n_vocab - 1)), i, 0, 1};
+            cr_assert_eq(zl_forward(m, &ka, t, PRE, la, f, pool, &err), 0, "%s", err.msg);
+            cr_assert_eq(zl_forward(m, &kb, t, PRE, lb, f, pool, &err), 0, "%s", err.msg);
+            cr_assert_eq(zl_forward(m, &ka, t + PRE, N, la, f, pool, &err), 0, "%s", err.msg);
+            /* the draft's way: one token at a time through [0, a), scratch rows past n_used */
+            for (int i = 0; i < N; i++) {
+                zl_fwd_part p0 = {0, a, NULL, x + (size_t)i * hp->dim, 1};
+                cr_assert_eq(zl_forward_part(m, &kb, t + PRE + i, 1, &p0, lb, f, pool, &err), 0, "%s", err.msg);
+            }
+            cr_assert_eq(kb->n_used, PRE, "a draft pass leaves n_used");
+            cr_assert_eq(kb->n_dirty, PRE + N);
+            zl_fwd_part p1 = {a, hp->n_layers, x, NULL, 0};
+            cr_assert_eq(zl_forward_part(m, &kb, t + PRE, N, &p1, lb, f, pool, &err), 0, "%s", err.msg);
+            cr_assert_eq(kb->n_used, PRE + N);
+            cr_assert(!memcmp(la, lb, (size_t)N * hp->n_vocab * sizeof(float)), "%s split at %d: logits differ",
+                      paths[pi], a);
+            cr_assert(!memcmp(ka->k, kb->k, zl_kv_bytes(ka) / 2) && !memcmp(ka->v, kb->v, zl_kv_bytes(ka) / 2),
+                      "%s split at %d: caches differ", paths[pi], a);
+            zl_kv_free(ka);
+            zl_kv_free(kb);
+        }
+        zl_fwd_part bad = {2, 1, NULL, NULL, 0};
+        zl_kv *kv;
+        cr_assert_eq(zl_kv_new(&kv, hp->n_layers, 8, hp->n_kv_heads * hp->head_dim, ZL_TYPE_F16, &err), 0);
+        zl_batch_tok t0 = {1, 0, 0, 1};
+        cr_assert_neq(zl_forward_part(m, &kv, &t0, 1, &bad, la, f, pool, &err), 0);
+        bad = (zl_fwd_part){1, hp->n_layers, NULL, NULL, 0};
+        cr_assert_neq(zl_forward_part(m, &kv, &t0, 1, &bad, la, f, pool, &err), 0);
+        cr_assert(strstr(err.msg, "residual"), "%s", err.msg);
+        zl_kv_free(kv);
+        free(la);
+        free(lb);
+        free(x);
+        zl_fwd_free(f);
+        zl_pool_free(pool);
+        zl_model_free(m);
+    }
+}
+
+/* A truncated view of the target drafts in the target's own cache: the
+ * verify passes resume after its layers, the text equals plain decoding, and
+ * truncation zeroes the draft's scratch rows past the sequence's end too. */
+Test(spec, self_draft_shares_the_cache) {
+    zl_err err = {0};
+    zl_llm_opts lo = {2, 0, 0, 0, -1, 0};
+    zl_llm *llm, *draft;
+    cr_assert_eq(zl_llm_open(&llm, SYNTH("Q4_0"), &lo, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_llm_open_truncated(&draft, llm, 1, &err), 0, "%s", err.msg);
+    enum { N = 48 };
+    int32_t plain[N], ring[N];
+    zl_spec_opts off = {ZL_SPEC_OFF, 0, 0, NULL}, on = {ZL_SPEC_DRAFT, 6, 16, draft};
+    const char *prompt = "Tom had a red ball. Tom had a red ball. Tom had a";
+    generate(llm, prompt, &off, 0, 0, N, plain);
+    int32_t *ids;
+    size_t nid;
+    cr_assert_eq(zl_llm_tokenize(llm, prompt, strlen(prompt), 1, 0, &ids, &nid, &err), 0);
+    zl_seq_opts so = {256, ZL_KV_F16, zl_sampling_defaults()};
+    so.sampling.temp = 0;
+    zl_seq *s;
+    cr_assert_eq(zl_seq_new(&s, llm, &so, &err), 0);
+    cr_assert_eq(zl_seq_set_spec(s, &on, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_seq_eval(s, ids, (int)nid, 0, NULL, &err), 0);
+    cr_assert_str_eq(s->drafter->name, "self");
+    int got = 0;
+    while (got < N) {
+        int32_t out[17];
+        int k = zl_seq_step(s, out, 17, &err);
+        cr_assert_gt(k, 0, "%s", err.msg);
+        for (int i = 0; i < k && got < N; i++) ring[got++] = out[i];
+    }
+    for (int i = 0; i < N; i++) cr_assert_eq(ring[i], plain[i], "token %d differs (%d vs %d)", i, ring[i], plain[i]);
+    zl_spec_stats st;
+    zl_seq_spec_stats(s, &st);
+    fprintf(stderr, "self draft: %llu verify steps, %llu resumed, drafted %llu accepted %llu\n",
+            (unsigned long long)st.verify_steps, (unsigned long long)st.resumed, (unsigned long long)st.drafted,
+            (unsigned long long)st.accepted);
+    cr_assert_gt(st.verify_steps, 0);
+    cr_assert_eq(st.resumed, st.verify_steps, "every verify step resumes after the draft's layer");
+    /* a draft's scratch rows past the end, then a truncation: nothing is left past it */
+    int n = s->n_tokens;
+    cr_assert_eq(zl_seq_reserve_tokens(s, n + 1), 0);
+    s->tokens[n] = 5; /* the token about to be verified */
+    int32_t d[8];
+    cr_assert_eq(s->drafter->draft(s->drafter, s->tokens, n + 1, d, 8), 8);
+    zl_kv *kv = s->kv;
+    cr_assert_gt(kv->n_dirty, kv->n_used);
+    int keep = kv->n_used / 2;
+    zl_seq_truncate(s, keep);
+    const uint8_t *kb = kv->k, *vb = kv->v;
+    for (int l = 0; l < kv->n_layers; l++)
+        for (size_t b = (size_t)keep * kv->row_bytes; b < (size_t)kv->n_ctx * kv->row_bytes; b++) {
+            size_t o = (size_t)l * kv->n_ctx * kv->row_bytes + b;
+            cr_assert(!kb[o] && !vb[o], "layer %d: byte %zu past the end is not zero", l, b);
+        }
+    free(ids);
+    zl_seq_free(s);
+    zl_llm_close(draft);
+    zl_llm_close(llm);
+}
+
 /* ---- the ring inside continuous batching (engine/sched.c) ----
  * Ring sequences put their next token + drafts into the one batched forward
  * of each engine step, next to plain sequences and prompt chunks, and accept
@@ -231,6 +355,7 @@ typedef struct {
     zl_finish fin;
     zl_job_times times;
     int n_prompt, n_past_at_end; /* tokens the sequence had fed when the job handed it back */
+    unsigned long long resumed;   /* verify steps that resumed after a self-draft's layers */
 } sj_out;
 
 /* release hook: what the sequence holds when the job ends (sessions and the
@@ -238,6 +363,9 @@ typedef struct {
 static void sj_release(void *ud, zl_seq *seq, zl_finish why) {
     (void)why;
     ((sj_out *)ud)->n_past_at_end = zl_seq_n_past(seq);
+    zl_spec_stats st;
+    zl_seq_spec_stats(seq, &st);
+    ((sj_out *)ud)->resumed = st.resumed;
     zl_seq_free(seq);
 }
 
@@ -367,6 +495,17 @@ Test(spec_sched, greedy_identity_in_batch_draft_model) {
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
     cr_assert_eq(zl_llm_open_truncated(&draft, llm, 2, &err), 0, "%s", err.msg);
     sched_greedy_identity(llm, draft, 512, 60, 64);
+    /* one stream alone in its batches: the verify resumes after the draft's layers */
+    sj_in one = {k_grounded[0], 0, 5, 60, 0, 0, 0};
+    sj_out plain, ring;
+    sched_run(llm, NULL, &one, 1, 512, 64, &plain);
+    one.ring_on = 1;
+    sched_run(llm, draft, &one, 1, 512, 64, &ring);
+    cr_assert_eq(ring.n, plain.n);
+    for (int t = 0; t < plain.n; t++) cr_assert_eq(ring.tok[t], plain.tok[t], "lone job: token %d differs", t);
+    fprintf(stderr, "lone self-draft job: %llu verify steps resumed, drafted %llu accepted %llu\n", ring.resumed,
+            ring.times.ring_drafted, ring.times.ring_accepted);
+    cr_assert_gt(ring.resumed, 0);
     zl_llm_close(draft);
     zl_llm_close(llm);
 }

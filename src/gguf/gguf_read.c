@@ -278,6 +278,33 @@ int zl_gguf_open_mem(zl_gguf **out, const void *data, size_t size, zl_err *err) 
     return 0;
 }
 
+/* Huge pages: the kernels stream every weight once per token, and with 4 KiB
+ * pages that is a TLB miss per 4 KiB (130,000 per token on a 1B Q4_0 model).
+ * A mapping placed at a 2 MiB-aligned address (the file offset 0 then
+ * lines up with it) and advised MADV_HUGEPAGE lets the kernel map the page
+ * cache's large folios with 2 MiB entries where the file system has them,
+ * and a heap copy get transparent huge pages.  Both are hints: without them
+ * everything works on 4 KiB pages. */
+#define ZL_HUGE_PAGE ((size_t)2 << 20)
+
+static void *map_huge_aligned(size_t size, int flags, int fd) {
+    size_t span = size + ZL_HUGE_PAGE;
+    uint8_t *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (res == MAP_FAILED) return mmap(NULL, size, PROT_READ, flags, fd, 0);
+    uint8_t *want = (uint8_t *)(((uintptr_t)res + ZL_HUGE_PAGE - 1) & ~(uintptr_t)(ZL_HUGE_PAGE - 1));
+    void *base = mmap(want, size, PROT_READ, flags | MAP_FIXED, fd, 0);
+    if (base == MAP_FAILED) {
+        munmap(res, span);
+        return mmap(NULL, size, PROT_READ, flags, fd, 0);
+    }
+    /* give back the reservation around the mapping */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), end = ((size_t)(want - res) + size + page - 1) & ~(page - 1);
+    if (want > res) munmap(res, (size_t)(want - res));
+    if (end < span) munmap(res + end, span - end);
+    madvise(base, size, MADV_HUGEPAGE);
+    return base;
+}
+
 int zl_gguf_open(zl_gguf **out, const char *path, const zl_gguf_open_opts *opts, zl_err *err) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -293,7 +320,9 @@ int zl_gguf_open(zl_gguf **out, const char *path, const zl_gguf_open_opts *opts,
     if (size == 0) { close(fd); return zl_errf(err, ZL_EFORMAT, "%s: empty file, not a GGUF model", path); }
     void *base = NULL, *copy = NULL;
     if (opts && opts->no_mmap) {
-        copy = malloc(size);
+        size_t al = (size + ZL_HUGE_PAGE - 1) & ~(ZL_HUGE_PAGE - 1);
+        copy = aligned_alloc(ZL_HUGE_PAGE, al);
+        if (copy) madvise(copy, al, MADV_HUGEPAGE);
         if (!copy) { close(fd); return zl_errf(err, ZL_ENOMEM, "cannot allocate %zu bytes for %s", size, path); }
         size_t got = 0;
         while (got < size) {
@@ -310,7 +339,7 @@ int zl_gguf_open(zl_gguf **out, const char *path, const zl_gguf_open_opts *opts,
         base = copy;
     } else {
         int flags = MAP_PRIVATE | ((opts && opts->populate) ? MAP_POPULATE : 0);
-        base = mmap(NULL, size, PROT_READ, flags, fd, 0);
+        base = map_huge_aligned(size, flags, fd);
         if (base == MAP_FAILED) {
             int e = errno;
             close(fd);

@@ -25,7 +25,10 @@
 # (a forward over k tokens costs ~k x one token: bench --verify-curve), so its ring/plain ratio stays
 # near 1 whatever the acceptance; the projection is the figure that carries over to a model whose
 # decode is bound by reading weights (on such a model, e.g. bench/ring_1b.sh's, the measured ratio is the
-# figure; the projection then checks the curve).  For the draft sections the projection leaves out the
+# figure; the projection then checks the curve).  On a compute-bound model the ring's own cost model stops
+# drafting where it does not pay there; RING_EXTRA="--ring-cost $CURVE" makes it draft what it would on the
+# CURVE model, which is the acceptance the projection should see (its guard still pauses drafting that measures
+# slower, so the projection stays conservative).  For the draft sections the projection leaves out the
 # drafter's own cost.
 set -euo pipefail
 ZL=${1:-build/bin/zerolayer}

@@ -37,6 +37,7 @@ typedef struct zl_kv {
     zl_type type;     /* ZL_TYPE_F16 or ZL_TYPE_F32 */
     size_t row_bytes; /* bytes of one K (or V) row */
     uint8_t *k, *v;   /* [n_layers][n_ctx][row] */
+    size_t mapped;    /* bytes of each of k and v when they are mappings (kv.c), else 0 */
     int n_used;       /* positions 0..n_used-1 are in use; the next token goes to position n_used */
     int n_dirty;      /* positions up to here may hold rows past n_used: a draft pass's scratch
                          (zl_fwd_part.keep_used, full policy only); truncation zeroes them too */

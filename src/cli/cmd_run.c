@@ -237,11 +237,15 @@ int cmd_run(int argc, char **argv) {
             produced / (t_gen > 0 ? t_gen : 1e-9));
     zl_spec_stats ss;
     zl_seq_spec_stats(seq, &ss);
+    char resumed[80] = "";
+    if (ss.resumed)
+        snprintf(resumed, sizeof resumed, ", %llu verify passes resumed after the draft's layers",
+                 (unsigned long long)ss.resumed);
     if (ss.verify_steps)
-        fprintf(stderr, "zerolayer: ring: %llu steps, %llu verify steps, drafted %llu, accepted %llu (%.0f%%), %.2f tokens/step\n",
+        fprintf(stderr, "zerolayer: ring: %llu steps, %llu verify steps, drafted %llu, accepted %llu (%.0f%%), %.2f tokens/step%s\n",
                 (unsigned long long)ss.steps, (unsigned long long)ss.verify_steps, (unsigned long long)ss.drafted,
                 (unsigned long long)ss.accepted, ss.drafted ? 100.0 * ss.accepted / ss.drafted : 0.0,
-                ss.steps ? (double)produced / ss.steps : 0.0);
+                ss.steps ? (double)produced / ss.steps : 0.0, resumed);
     zl_kv_stats ks;
     zl_seq_kv_stats(seq, &ks);
     if (pk != ZL_KV_POLICY_FULL)

@@ -61,6 +61,12 @@ for rc in 1,1.1,1.2,1.3 measure; do
   out=$("$ZL" run -m "$FIX/models/stories260K.gguf" --temp 0 -n 200 --spec lookup --ring-cost $rc 2>/dev/null)
   [ "$out" = "$(cat "$FIX/models/stories260K.greedy200.txt")" ] && check ok "greedy200 --ring-cost $rc" || check bad "greedy200 --ring-cost $rc"
 done
+# self-speculation drafts in the target's cache: same greedy text, and its verify passes resume after the draft
+err=$(mktemp)
+out=$("$ZL" run -m "$FIX/models/stories260K.gguf" --temp 0 -n 200 --spec draft --draft-layers 3 --ring-cost 1,1.1,1.2,1.3 2>"$err")
+[ "$out" = "$(cat "$FIX/models/stories260K.greedy200.txt")" ] && grep -q "resumed after the draft's layers" "$err" \
+  && check ok "greedy200 --draft-layers 3 ($(grep -o '[0-9]* verify passes resumed' "$err"))" || check bad "greedy200 --draft-layers 3"
+rm -f "$err"
 for c in run tokenize perplexity quantize synth inspect bench; do
   "$ZL" $c --help >/dev/null 2>&1 && check ok "$c --help" || check bad "$c --help"
 done

@@ -263,6 +263,19 @@ int zl_spec_draft(zl_seq *s, int32_t t0, int max_draft, zl_verify *v) {
     return nd;
 }
 
+/* The part of the forward a verification of ids (at the end of s) needs:
+ * when s's drafter already ran the first layers over exactly these tokens,
+ * the layers after them (counted in s->resumed), else NULL: all of them. */
+static const zl_fwd_part *verify_part(zl_seq *s, const int32_t *ids, int n, zl_fwd_part *part) {
+    int layer = 0;
+    const float *x = s->drafter && s->drafter->resume ? s->drafter->resume(s->drafter, ids, n, s->kv->n_used, &layer)
+                                                      : NULL;
+    if (!x) return NULL;
+    *part = (zl_fwd_part){layer, s->llm->model->hp.n_layers, x, NULL, 0};
+    s->resumed++;
+    return part;
+}
+
 int zl_spec_eval_batch(zl_llm *llm, const zl_batch_item *items, zl_verify *const *ver, int n_items, zl_err *err) {
     if (n_items <= 0) return zl_errf(err, ZL_EINVAL, "empty batch");
     const zl_model *m = llm->model;
@@ -299,14 +312,13 @@ int zl_spec_eval_batch(zl_llm *llm, const zl_batch_item *items, zl_verify *const
     }
     /* a lone sequence whose drafter ran our first layers resumes after them
      * (in a mixed batch every token runs every layer: still exact) */
-    zl_seq *lone = n_items == 1 && ver && ver[0] && ver[0]->n > 1 ? items[0].seq : NULL;
-    int layer = 0;
-    const float *x = !rc && lone && lone->drafter && lone->drafter->resume
-                         ? lone->drafter->resume(lone->drafter, items[0].ids, items[0].n, kvs[0]->n_used, &layer)
-                         : NULL;
-    zl_fwd_part part = {layer, m->hp.n_layers, x, NULL, 0};
-    if (!rc) rc = zl_forward_part(m, kvs, toks, total, x ? &part : NULL, logits, llm->batch_fwd, llm->pool, err);
-    if (!rc && x) lone->resumed++;
+    /* a lone ring sequence may resume after its self-draft's layers; in a
+     * mixed batch every token runs every layer (the same result) */
+    zl_fwd_part part;
+    const zl_fwd_part *pp =
+        !rc && n_items == 1 && ver && ver[0] && ver[0]->n > 1 ? verify_part(items[0].seq, items[0].ids, items[0].n, &part)
+                                                              : NULL;
+    if (!rc) rc = zl_forward_part(m, kvs, toks, total, pp, logits, llm->batch_fwd, llm->pool, err);
     for (int i = 0, t = 0; !rc && i < n_items; t += items[i].n, i++) zl_kv_note_written(kvs[i], toks[t].pos, items[i].n);
     const float *row = logits;
     for (int i = 0; !rc && i < n_items; i++) {
@@ -418,12 +430,9 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     s->pending = -1;
     zl_verify v;
     int nd = zl_spec_draft(s, t0, max_out - 1, &v);
-    int layer = 0;
-    const float *x = nd && s->drafter->resume ? s->drafter->resume(s->drafter, v.ids, v.n, s->kv->n_used, &layer)
-                                              : NULL;
-    zl_fwd_part part = {layer, s->llm->model->hp.n_layers, x, NULL, 0};
-    if (zl_seq_eval_part(s, v.ids, NULL, v.n, v.n, x ? &part : NULL, nd ? s->vlogits : NULL, err)) return -1;
-    s->resumed += x != NULL;
+    zl_fwd_part part;
+    const zl_fwd_part *pp = nd ? verify_part(s, v.ids, v.n, &part) : NULL;
+    if (zl_seq_eval_part(s, v.ids, NULL, v.n, v.n, pp, nd ? s->vlogits : NULL, err)) return -1;
     int32_t next;
     int acc = zl_spec_accept(s, &v, now_s() - t_start, out + 1, &next);
     out[0] = t0;

@@ -122,8 +122,12 @@ static void gen_pump(zl_gen *g, int i) {
         c->n_read += n;
         if (c->end) return;
         if (fin) {
+            /* what the flush holds is a character the last token left
+             * unfinished (a max_tokens cut inside an emoji): not text, so it
+             * is dropped rather than sent as U+FFFD */
             size_t len = 0;
             const char *s = zl_stream_flush(c->st, &len);
+            len = zl_utf8_valid_prefix(s, len);
             gen_absorb(g, c, s, len);
             if (c->end) return;
             gen_release(c, c->held.n);

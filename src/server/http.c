@@ -666,6 +666,29 @@ static void on_step(void *ud, int n_seqs, int n_tokens, double ms) {
     zl_metrics_batch(n_seqs);
 }
 
+/* A model file without tokenizer.chat_template (gemma-3-270m's GGUF) still
+ * has its family's turn markers as control tokens: the first family whose
+ * marker the vocabulary holds as one token is used; none -> plain. */
+static zl_tpl tpl_from_vocab(const zl_llm *llm) {
+    static const struct { const char *marker; zl_tpl tpl; } fam[] = {
+        {"<|im_start|>", ZL_TPL_CHATML},
+        {"<start_of_turn>", ZL_TPL_GEMMA},
+        {"<|start_header_id|>", ZL_TPL_LLAMA3},
+    };
+    for (size_t i = 0; i < sizeof fam / sizeof *fam; i++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        int one = !zl_llm_tokenize(llm, fam[i].marker, strlen(fam[i].marker), 0, 1, &ids, &n, NULL) && n == 1;
+        free(ids);
+        if (one) {
+            fprintf(stderr, "zerolayer: no chat template in the model; its vocabulary has %s: using %s\n",
+                    fam[i].marker, zl_tpl_name(fam[i].tpl));
+            return fam[i].tpl;
+        }
+    }
+    return ZL_TPL_PLAIN;
+}
+
 int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     zl_srv *srv = calloc(1, sizeof *srv);
     if (!srv) return zl_errf(err, ZL_ENOMEM, "out of memory");
@@ -681,6 +704,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     int known = 1;
     srv->tpl = zl_tpl_detect(jinja, &known);
     if (!known) fprintf(stderr, "zerolayer: unrecognised chat template in the model; using the plain rendering\n");
+    if ((!jinja || !*jinja) && !o->chat_template) srv->tpl = tpl_from_vocab(llm);
     free(jinja);
     if (o->chat_template) {
         int t = zl_tpl_from_name(o->chat_template);

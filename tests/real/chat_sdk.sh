@@ -36,8 +36,10 @@ URL="http://127.0.0.1:$PORT"
 echo "# $NAME: $(head -2 "$T/server.log" | tr '\n' ' ')"
 
 fails=0
-node "$COMPAT/chat_real.mjs" "$URL" "$T/node.json" || fails=$((fails + 1))
-"$PY" "$COMPAT/chat_real.py" "$URL" "$T/python.json" || fails=$((fails + 1))
+# a chat model is never rendered as plain "User: / Assistant:" text
+if grep -q 'chat template plain' "$T/server.log"; then echo "FAIL: $NAME is served with the plain template"; fails=$((fails + 1)); fi
+node "$COMPAT/chat_real.mjs" "$URL" "$T/node.json" "$NAME" || fails=$((fails + 1))
+"$PY" "$COMPAT/chat_real.py" "$URL" "$T/python.json" "$NAME" || fails=$((fails + 1))
 # the same greedy request gives the same text whichever SDK or API sent it
 python3 - "$T/node.json" "$T/python.json" <<'PY' || fails=$((fails + 1))
 import json, sys
@@ -57,5 +59,5 @@ sys.exit(1 if bad else 0)
 PY
 if ! kill -0 "$SRV" 2>/dev/null; then echo "FAIL: the server died"; fails=$((fails + 1)); fi
 if [ $fails != 0 ]; then echo "--- server log:"; tail -30 "$T/server.log"; fi
-echo "chat_sdk $NAME: $((3 - fails)) passed, $fails failed"
+echo "chat_sdk $NAME: $((5 - fails)) passed, $fails failed"
 [ $fails = 0 ]

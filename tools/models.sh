@@ -60,6 +60,11 @@ done
 # stamp_key FILE: what the stamp records besides the hash (size and mtime to the nanosecond)
 stamp_key() { stat -c '%s %y' "$1"; }
 
+# write_stamp FILE SHA: record that FILE, as it is now, has sha256 SHA
+write_stamp() {
+    printf '%s %s\n' "$(stamp_key "$1")" "$2" > "$1.sha256ok.$$" && mv -f "$1.sha256ok.$$" "$1.sha256ok"
+}
+
 # cached NAME: true when the cache holds NAME's file with the registry's sha256
 cached() {
     local path="$DIR/${FILE[$1]}" stamp="$DIR/${FILE[$1]}.sha256ok" key got
@@ -72,7 +77,7 @@ cached() {
         rm -f "$stamp"
         return 1
     fi
-    printf '%s\n' "$key" > "$stamp.tmp.$$" && mv -f "$stamp.tmp.$$" "$stamp"
+    write_stamp "$path" "${SHA[$1]}"
 }
 
 # index_url: the index pip asks (its environment, then its configuration)
@@ -158,9 +163,7 @@ PY
         die "$name: the assembled file has sha256 $got, the registry says $sha (nothing installed)"
     fi
     mv -f "$TMP/$file" "$DIR/$file" || die "cannot move $file into $DIR"
-    local key
-    key="$(stamp_key "$DIR/$file") $sha"
-    printf '%s\n' "$key" > "$DIR/$file.sha256ok"
+    write_stamp "$DIR/$file" "$sha"
     rm -rf "$TMP"; TMP=""
 }
 

@@ -77,5 +77,6 @@ expect_err "tokenizer without tokens" "tokenizer.ggml.tokens" "$ZL" tokenize -m 
 printf 'GGUF\x03\x00\x00\x00garbage' > "$tmp/bad.gguf"
 expect_err "truncated file" "zerolayer: " "$ZL" tokenize -m "$tmp/bad.gguf" hi
 expect_err "missing file" "nope.gguf" "$ZL" tokenize -m "$tmp/nope.gguf" hi
+expect_err "run on a vocabulary-only file" "has no weights" "$ZL" run -m "$V/ggml-vocab-llama-spm.gguf" -n 1
 expect_err "no text" "exactly one of" "$ZL" tokenize -m "$V/ggml-vocab-gpt-2.gguf"
 exit $fail

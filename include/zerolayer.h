@@ -69,6 +69,24 @@ int zl_llm_tokenize(const zl_llm *llm, const char *text, size_t len, int add_spe
 int zl_llm_detokenize(const zl_llm *llm, const int32_t *ids, size_t n, int render_special, char **out, size_t *len,
                       zl_err *err);
 
+/* ---- vocabulary only ----
+ * A tokenizer built from a GGUF file's tokenizer.ggml.* metadata alone (what
+ * llama-tokenize --vocab-only loads): the file may have no tensors and may
+ * name an architecture the engine cannot run, e.g. llama.cpp's ggml-vocab-*
+ * test files.  Any tokenizer.ggml.model the tokenizer supports works; a file
+ * without tokenizer metadata, or with an unsupported model or pre-tokenizer,
+ * fails with a message naming the key.  The file is closed before open
+ * returns; the handle is read-only and may be shared by threads. */
+typedef struct zl_tokenizer zl_tokenizer;
+int zl_tokenizer_open(zl_tokenizer **out, const char *path, zl_err *err);
+void zl_tokenizer_close(zl_tokenizer *t);
+int zl_tokenizer_n_vocab(const zl_tokenizer *t);
+/* As zl_llm_tokenize / zl_llm_detokenize. */
+int zl_tokenizer_tokenize(const zl_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                          int32_t **ids, size_t *n, zl_err *err);
+int zl_tokenizer_detokenize(const zl_tokenizer *t, const int32_t *ids, size_t n, int render_special, char **out,
+                            size_t *len, zl_err *err);
+
 typedef struct zl_sampling {
     float temp;             /* <= 0: greedy */
     int top_k;              /* <= 0: off */

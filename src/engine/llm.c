@@ -23,6 +23,15 @@ int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err 
     if (!llm) return zl_errf(err, ZL_ENOMEM, "out of memory");
     zl_model_opts mo = {o.no_mmap, o.populate};
     int rc = zl_model_load(&llm->model, path, &mo, err);
+    if (rc && rc != ZL_EIO) { /* a vocabulary-only file deserves a plainer word than its missing tensors */
+        zl_gguf *g;
+        if (!zl_gguf_open(&g, path, NULL, NULL)) {
+            if (g->n_tensors == 0)
+                rc = zl_errf(err, ZL_EUNSUP, "%s has no weights (a vocabulary-only file: zerolayer tokenize can read it)",
+                             path);
+            zl_gguf_close(g);
+        }
+    }
     if (!rc) {
         rc = zl_vocab_load(&llm->vocab, llm->model->gguf, err);
         if (rc) zl_err_prefix(err, "%s: vocabulary", path);

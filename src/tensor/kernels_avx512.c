@@ -17,8 +17,12 @@
  *    (low and high nibbles of two chunks); the 6-bit sub-block scales are
  *    applied to 16-bit pair sums (vpdpwssd), the mins come from activation sums.
  *  - Q6_K: 64 elements per register, the -32 offset removed through bsums.
+ *  - Q4_1 / Q5_0 / Q5_1 (kernels_avx512_q45.inc): four blocks per step from
+ *    masked loads, the fifth bits as byte masks, the *_1 mins against the
+ *    activation's d * sum(x); prepared rows (q45p_group) for 1..8 tokens.
  *  - Prepared activations (VNNI): zl_matmul rearranges each activation row
- *    once (q8p_group for the Q8_0 family, q8kp_block for Q4_K/Q5_K) so the
+ *    once (q8p_group for the Q8_0 family, q8kp_block for Q4_K/Q5_K,
+ *    q45p_group for Q4_1/Q5_0/Q5_1) so the
  *    per-row loop touches only weights.
  * Integer partial sums never leave int32 within a block or super-block (see
  * the bounds next to each kernel); the float accumulation order differs from

@@ -152,10 +152,12 @@ ZL_INLINE __m256 udot32(__m256i u, const int8_t *x) {
 ZL_INLINE void dotT_q45(const void *w, const void *x, size_t xs, int64_t n, float *out, const int f, const int T) {
     const int64_t nb = n / ZL_QK;
     const uint8_t *xr[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) xr[t] = (const uint8_t *)x + (size_t)t * xs;
     const __m256i sixteen = _mm256_set1_epi8(16);
     __m256 acc[8];
     float summ[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
         acc[t] = _mm256_setzero_ps();
         summ[t] = 0;
@@ -192,6 +194,7 @@ ZL_INLINE void dotT_q45(const void *w, const void *x, size_t xs, int64_t n, floa
             }
         }
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) out[t] = f == 1 ? hsum_ps(acc[t]) : hsum_ps(acc[t]) + summ[t];
 }
 

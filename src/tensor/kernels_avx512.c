@@ -438,6 +438,7 @@ static void q45p_prep_q8_1(const void *xq, void *xp, int64_t n) {
 #define ZL_IDXW(t) idx_w2b(load_idx(t))
 #include "kernels_avx512_q8blk.inc"
 #include "kernels_avx512_q45.inc"
+#include "kernels_avx512_q45l.inc"
 #undef ZL_IDXW
 #undef ZL_PERM2
 #undef ZL_PERM1
@@ -717,6 +718,21 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
         (out)->dot5 = base##_p5##sfx, (out)->dot6 = base##_p6##sfx, (out)->dot7 = base##_p7##sfx;    \
         (out)->dot8 = base##_p8##sfx;                                                                \
     } while (0)
+#define ZL_SET_Q45L(out, base)                                                                   \
+    do {                                                                                         \
+        (out)->dot = base##_l1;                                                                  \
+        (out)->dot2 = base##_l2, (out)->dot3 = base##_l3, (out)->dot4 = base##_l4;               \
+        (out)->dot5 = base##_l5, (out)->dot6 = base##_l6, (out)->dot7 = base##_l7;               \
+        (out)->dot8 = base##_l8;                                                                 \
+    } while (0)
+        if (vbmi) { /* one block per lane (kernels_avx512_q45l.inc) */
+            out->size = q45l_size;
+            out->prep = t == ZL_TYPE_Q5_0 ? q45l_prep_q8_0 : q45l_prep_q8_1;
+            if (t == ZL_TYPE_Q4_1) ZL_SET_Q45L(out, dot_q4_1);
+            else if (t == ZL_TYPE_Q5_0) ZL_SET_Q45L(out, dot_q5_0);
+            else ZL_SET_Q45L(out, dot_q5_1);
+            return 1;
+        }
         out->size = q45p_size;
         out->prep = t == ZL_TYPE_Q5_0 ? q45p_prep_q8_0 : q45p_prep_q8_1;
         if (t == ZL_TYPE_Q4_1) {
@@ -730,6 +746,7 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
             else ZL_SET_Q45(out, dot_q5_1, _w16);
         }
 #undef ZL_SET_Q45
+#undef ZL_SET_Q45L
         return 1;
     }
     if (t != ZL_TYPE_Q4_0 && t != ZL_TYPE_Q8_0) return 0;

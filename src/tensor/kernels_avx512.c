@@ -109,8 +109,10 @@ static float dot_bf16(const void *w, const void *x, int64_t n) { return dot_half
 /* Four tokens: each 16 weights are widened once and meet four activation rows. */
 ZL_INLINE void dotT_float(const void *w, const void *x, size_t xs, int64_t n, float *out, const int kind, const int T) {
     const float *xr[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) xr[t] = (const float *)((const uint8_t *)x + (size_t)t * xs);
     __m512 acc[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -128,8 +130,10 @@ ZL_INLINE void dotT_float(const void *w, const void *x, size_t xs, int64_t n, fl
             __m256i h = _mm512_castsi512_si256(_mm512_maskz_loadu_epi16((__mmask32)m, (const uint16_t *)w + i));
             wv = kind == 1 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
         }
+        #pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, xr[t] + i), acc[t]);
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
@@ -566,11 +570,13 @@ ZL_INLINE void dotT_q6_k(const void *w, const void *x, size_t xs, int64_t n, flo
     const zl_block_q6_k *a = w;
     const int64_t nb = n / ZL_QK_K;
     const zl_block_q8_k *b[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) b[t] = (const zl_block_q8_k *)((const uint8_t *)x + (size_t)t * xs);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
     const __m512i idx0 = load_idx(k_idx_q6[0]), idx1 = load_idx(k_idx_q6[1]);
     const __m512i idx2 = load_idx(k_idx_q6[2]), idx3 = load_idx(k_idx_q6[3]);
     __m512 acc[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
@@ -602,6 +608,7 @@ ZL_INLINE void dotT_q6_k(const void *w, const void *x, size_t xs, int64_t n, flo
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(bt->d * d), acc[t]);
         }
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 ZL_DOTT_SET(dott_q6_k_, dotT_q6_k, 0)

@@ -530,6 +530,11 @@ jv jfilter(jstate *st, const jnode *at, const char *name, jv x, jv *args, int na
     if (!strcmp(name, "attr")) {
         if (!nargs) jfail(st, at, "attr() missing required argument 'name'");
         jv n = S(st, args[0]);
+        if (x.t == JT_DICT) { /* python getattr only: a dict's keys are not attributes */
+            jv m = jgetattr(st, at, jv_newdict(&st->a, 0), n.u.s.p, n.u.s.n);
+            if (m.t == JT_METHOD) *m.u.bound = x;
+            return m;
+        }
         return jgetattr(st, at, x, n.u.s.p, n.u.s.n);
     }
     if (!strcmp(name, "batch") || !strcmp(name, "slice")) {

@@ -19,6 +19,7 @@ typedef struct ps {
     jtok *t;
     size_t n, i;
     int depth;
+    int soft; /* inside an if block: unknown filters/tests fail at run time, as jinja2 does */
 } ps;
 
 static const char *tok_desc(const jtok *t, char *buf, size_t cap) {
@@ -316,6 +317,7 @@ static jnode *parse_filter(ps *P, jnode *node) {
     jnode *f = mk(P, N_FILTER, t);
     f->a = node;
     f->lit = jb_val(&name);
+    if (!P->soft && !jfilter_known(name.p)) pfail(P, nm, "No filter named '%s'.", name.p);
     if (is_op(cur(P), "(")) {
         nvec v = {0};
         parse_call_args(P, &v);
@@ -341,6 +343,11 @@ static jnode *parse_test(ps *P, jnode *node) {
         x->lit = tok_str(expect_name(P));
     }
     x->op = (uint16_t)neg;
+    {
+        char tn[64];
+        snprintf(tn, sizeof tn, "%.*s", (int)x->lit.u.s.n, x->lit.u.s.p);
+        if (!P->soft && !jtest_known(tn)) pfail(P, nm, "No test named '%s'.", tn);
+    }
     jtok *c = cur(P);
     if (is_op(c, "(")) {
         nvec v = {0};
@@ -639,6 +646,8 @@ static jnode *parse_stmt(ps *P) {
     if (t->k != TK_NAME) pfail(P, t, "tag name expected");
     enter(P);
     jnode *n;
+    int outer_soft = P->soft;
+    if (!is_name(t, "if") && !is_name(t, "set")) P->soft = 0; /* loops, macros, blocks open a new frame */
     if (is_name(t, "for")) {
         next(P);
         n = mk(P, N_FOR, t);
@@ -665,6 +674,8 @@ static jnode *parse_stmt(ps *P) {
         end_block(P);
     } else if (is_name(t, "if")) {
         next(P);
+        int was_soft = P->soft;
+        P->soft = 1;
         n = mk(P, N_IF, t);
         jnode *c = n;
         for (;;) {
@@ -690,6 +701,7 @@ static jnode *parse_stmt(ps *P) {
             end_block(P);
             break;
         }
+        P->soft = was_soft;
     } else if (is_name(t, "set")) {
         next(P);
         jnode *target = parse_target(P, 1);
@@ -701,6 +713,7 @@ static jnode *parse_stmt(ps *P) {
             end_block(P);
         } else {
             n = mk(P, N_SETBLOCK, t);
+            P->soft = 0;
             n->a = target;
             if (target->k != N_NAME && target->k != N_ATTR) pfail(P, t, "a block set takes a single name");
             nvec fl = {0};
@@ -785,6 +798,7 @@ static jnode *parse_stmt(ps *P) {
     } else {
         pfail(P, t, "Encountered unknown tag '%.*s'.", (int)(t->n > 60 ? 60 : t->n), t->p);
     }
+    P->soft = outer_soft;
     leave(P);
     return n;
 }

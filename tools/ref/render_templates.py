@@ -62,6 +62,7 @@ TRICKY = {  # template -> conversations
     "t_error_syntax_expr": ["multi"],
     "t_error_syntax_mismatch": ["multi"],
     "t_strftime": ["user_only"],
+    "t_idioms": ["reasoning_tools", "tool_calls", "multi", "user_only"],
 }
 
 

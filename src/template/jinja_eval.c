@@ -759,7 +759,8 @@ static void exec_for(jstate *st, const jnode *n, jframe *f, int *ctl) {
     }
     jloop *lp = ja_alloc(&st->a, sizeof *lp);
     lp->items = items;
-    lp->depth = ++st->loop_depth;
+    lp->depth = 1; /* loop.depth counts recursive-loop levels; plain nested loops are all at 1 */
+    ++st->loop_depth;
     jv lv = {.t = JT_LOOP};
     lv.u.lp = lp;
     jv loopname = jv_cstr("loop");

@@ -352,7 +352,7 @@ jv jfilter(jstate *st, const jnode *at, const char *name, jv x, jv *args, int na
                 long long v = strtoll(buf, &end, 10);
                 if (!*end) return jv_int(v);
                 double f = strtod(buf, &end);
-                if (!*end && isfinite(f)) return jv_int((int64_t)f);
+                if (!*end && isfinite(f) && !strpbrk(buf, "xXpP")) return jv_int((int64_t)f);
             }
         }
         return d;
@@ -370,7 +370,7 @@ jv jfilter(jstate *st, const jnode *at, const char *name, jv x, jv *args, int na
                 buf[t.u.s.n] = 0;
                 char *end;
                 double f = strtod(buf, &end);
-                if (!*end) return jv_float(f);
+                if (!*end && !strpbrk(buf, "xXpP")) return jv_float(f); /* python's float() reads no hex */
             }
         }
         return d;

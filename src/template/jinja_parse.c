@@ -577,6 +577,16 @@ static jnode *parse_target(ps *P, int with_ns) {
         paren = 1;
     }
     for (;;) {
+        if (is_op(cur(P), "(")) { /* nested: for a, (b, c) in ... */
+            enter(P);
+            nv_push(P, &v, parse_target(P, 0));
+            leave(P);
+            if (!is_op(cur(P), ",")) break;
+            next(P);
+            comma = 1;
+            if (paren && is_op(cur(P), ")")) break;
+            continue;
+        }
         jtok *nt = expect_name(P);
         jnode *n;
         if (with_ns && is_op(cur(P), ".")) {
@@ -606,7 +616,7 @@ static jnode *parse_target(ps *P, int with_ns) {
     n->v = v.v;
     n->nv = v.n;
     for (int i = 0; i < n->nv; i++)
-        if (n->v[i]->k != N_NAME) pfail(P, t, "can't assign to a namespace attribute in a tuple");
+        if (n->v[i]->k == N_ATTR) pfail(P, t, "can't assign to a namespace attribute in a tuple");
     return n;
 }
 

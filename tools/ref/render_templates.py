@@ -63,6 +63,8 @@ TRICKY = {  # template -> conversations
     "t_error_syntax_mismatch": ["multi"],
     "t_strftime": ["user_only"],
     "t_idioms": ["reasoning_tools", "tool_calls", "multi", "user_only"],
+    "t_snippets": ["user_only"],
+    "t_whitespace2": ["multi", "sys_user"],
 }
 
 

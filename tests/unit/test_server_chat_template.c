@@ -11,6 +11,7 @@
 
 #include <criterion/criterion.h>
 
+#include "gguf/gguf.h"
 #include "server/chat_template.h"
 
 #define FIX ZL_ROOT "/tests/fixtures/templates"
@@ -198,4 +199,57 @@ Test(chat_template, setup_choices) {
     cr_expect(strstr(err.msg, "unexpected 'end of print statement'") != NULL, "%s", err.msg);
     cr_expect_neq(zl_chat_fmt_setup(&f, NULL, ZL_ROOT "/models/stories260K.gguf", NULL, "/nonexistent.jinja", &err), 0);
     cr_expect(strstr(err.msg, "cannot open") != NULL, "%s", err.msg);
+}
+
+/* a metadata-only GGUF with the given architecture and template (NULL: none) */
+static void write_gguf(const char *path, const char *arch, const char *tpl) {
+    zl_gguf_writer *w = zl_gguf_writer_new();
+    cr_assert(w);
+    cr_assert_eq(zl_gguf_set_str(w, "general.architecture", arch), 0);
+    if (tpl) cr_assert_eq(zl_gguf_set_str(w, "tokenizer.chat_template", tpl), 0);
+    zl_err err = {0};
+    cr_assert_eq(zl_gguf_write(w, path, &err), 0, "%s", err.msg);
+    zl_gguf_writer_free(w);
+}
+
+Test(chat_template, model_template_choice_and_fallbacks) {
+    char dir[] = "/tmp/zl_test_chatfmt_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char p1[64], p2[64], p3[64];
+    snprintf(p1, sizeof p1, "%s/gemma.gguf", dir);
+    snprintf(p2, sizeof p2, "%s/broken.gguf", dir);
+    snprintf(p3, sizeof p3, "%s/good.gguf", dir);
+    write_gguf(p1, "gemma3", NULL);
+    write_gguf(p2, "llama", "{% for m in messages %}<|im_start|>{{ m.role }");
+    write_gguf(p3, "llama", "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}");
+    zl_chat_fmt f;
+    zl_err err = {0};
+    /* no template: the family of the architecture */
+    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, p1, NULL, NULL, &err), 0, "%s", err.msg);
+    cr_expect_null(f.jinja);
+    cr_expect_eq(f.family, ZL_TPL_GEMMA);
+    zl_chat_fmt_free(&f);
+    /* a template that does not parse: the family its markers name, with a warning */
+    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, p2, NULL, NULL, &err), 0, "%s", err.msg);
+    cr_expect_null(f.jinja);
+    cr_expect_eq(f.family, ZL_TPL_CHATML);
+    cr_expect(strstr(f.name, "fallback") != NULL, "%s", f.name);
+    zl_chat_fmt_free(&f);
+    /* a template that parses is rendered */
+    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, p3, NULL, NULL, &err), 0, "%s", err.msg);
+    cr_expect_not_null(f.jinja);
+    zl_chat_msg m[] = {{"system", "S"}, {"user", "U"}};
+    char *s = zl_chat_fmt_render(&f, m, 2, &err);
+    cr_expect_str_eq(s, "[system:S][user:U]");
+    free(s);
+    zl_chat_fmt_free(&f);
+    /* --chat-template still overrides the model's template */
+    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, p3, "llama3", NULL, &err), 0, "%s", err.msg);
+    cr_expect_null(f.jinja);
+    cr_expect_eq(f.family, ZL_TPL_LLAMA3);
+    zl_chat_fmt_free(&f);
+    remove(p1);
+    remove(p2);
+    remove(p3);
+    remove(dir);
 }

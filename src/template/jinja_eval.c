@@ -170,7 +170,7 @@ int jv_order(jstate *st, const jnode *at, int op, jv a, jv b) {
     }
     if (a.t == JT_STR && b.t == JT_STR) {
         size_t m = a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n;
-        int c = memcmp(a.u.s.p, b.u.s.p, m);
+        int c = m ? memcmp(a.u.s.p, b.u.s.p, m) : 0;
         if (c) return c < 0 ? -1 : 1;
         return a.u.s.n < b.u.s.n ? -1 : a.u.s.n > b.u.s.n;
     }

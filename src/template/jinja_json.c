@@ -209,7 +209,7 @@ static void dump_key(jbuf *b, jv k) {
 static int key_cmp(const void *x, const void *y) {
     const jv *a = *(const jv *const *)x, *b = *(const jv *const *)y;
     size_t m = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
-    int c = memcmp(a->u.s.p, b->u.s.p, m);
+    int c = m ? memcmp(a->u.s.p, b->u.s.p, m) : 0;
     return c ? c : (a->u.s.n > b->u.s.n) - (a->u.s.n < b->u.s.n);
 }
 

@@ -96,7 +96,7 @@ void jl_push(jarena *a, jlist *l, jv x) {
 }
 
 static int key_eq(jv a, jv b) {
-    if (a.t == JT_STR && b.t == JT_STR) return a.u.s.n == b.u.s.n && !memcmp(a.u.s.p, b.u.s.p, a.u.s.n);
+    if (a.t == JT_STR && b.t == JT_STR) return a.u.s.n == b.u.s.n && (!a.u.s.n || !memcmp(a.u.s.p, b.u.s.p, a.u.s.n));
     return jv_equal(a, b);
 }
 
@@ -152,7 +152,7 @@ int jv_equal(jv a, jv b) {
     switch (a.t) {
     case JT_UNDEF:
     case JT_NONE: return 1;
-    case JT_STR: return a.u.s.n == b.u.s.n && !memcmp(a.u.s.p, b.u.s.p, a.u.s.n);
+    case JT_STR: return a.u.s.n == b.u.s.n && (!a.u.s.n || !memcmp(a.u.s.p, b.u.s.p, a.u.s.n));
     case JT_LIST:
         if (a.tuple != b.tuple || a.u.l->n != b.u.l->n) return 0;
         for (size_t i = 0; i < a.u.l->n; i++)
@@ -197,7 +197,13 @@ const char *jv_typename(jv v) {
 void jb_init(jbuf *b, jarena *a) { *b = (jbuf){.a = a}; }
 
 void jb_put(jbuf *b, const char *s, size_t n) {
-    if (!n) return;
+    if (!n) {
+        if (!b->p) { /* an empty buffer still has text: "" */
+            b->p = ja_alloc(b->a, 16);
+            b->cap = 16;
+        }
+        return;
+    }
     if (b->total) {
         if (*b->total + n > b->limit)
             ja_fail(b->a, ZL_ERANGE, "template output exceeded its limit (%zu bytes)", b->limit);

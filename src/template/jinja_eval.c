@@ -709,6 +709,8 @@ static void assign(jstate *st, const jnode *target, jframe *f, jv v) {
     }
     /* tuple unpacking */
     if (v.t == JT_UNDEF) jfail_undef(st, target, v);
+    if (v.t != JT_LIST && v.t != JT_DICT && v.t != JT_STR)
+        jfail(st, target, "cannot unpack non-iterable %s object", jv_typename(v));
     jlist *items = jiter(st, target, v);
     if (items->n < (size_t)target->nv)
         jfail(st, target, "not enough values to unpack (expected %d, got %zu)", target->nv, items->n);

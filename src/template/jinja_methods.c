@@ -398,11 +398,11 @@ static jv str_format(jstate *st, const jnode *at, jv s, jv *args, int nargs, con
         while (nl < fl && f[nl] != '!' && f[nl] != ':') nl++;
         jv v;
         if (nl == 0) {
-            if (autoi >= nargs) jfail(st, at, "Replacement index %d out of range for positional args tuple", autoi);
+            if (autoi >= nargs) jfail(st, at, "tuple index out of range");
             v = args[autoi++];
         } else if (f[0] >= '0' && f[0] <= '9') {
             int k = atoi(f);
-            if (k >= nargs) jfail(st, at, "Replacement index %d out of range for positional args tuple", k);
+            if (k >= nargs) jfail(st, at, "tuple index out of range");
             v = args[k];
         } else {
             int hit = 0;

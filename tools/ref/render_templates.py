@@ -9,7 +9,8 @@ strftime_now, and a tojson filter that is json.dumps(ensure_ascii=False)) and
 written to expected/TEMPLATE@CONVERSATION.out (bytes) or .err (first line
 "raise", "syntax" or "runtime", then the message).
 
-Templates: tpl/*.jinja.  The real ones are extracted from the cached GGUF
+Templates: tpl/*.jinja; a case "NAME#L" renders line L (1-based) of
+tpl/NAME.jinja alone (one-line error cases share a file).  The real ones are extracted from the cached GGUF
 files (tokenizer.chat_template, read by the small GGUF reader below) when the
 models are present; the rest are committed.  Conversations: conv/*.json, each
 an object of template variables (messages, tools, add_generation_prompt);
@@ -172,16 +173,21 @@ def main():
     convs = sorted(f[:-5] for f in os.listdir(conv_dir) if f.endswith(".json"))
     chat = sorted(f[:-6] for f in os.listdir(tpl_dir) if f.endswith(".jinja") and not f.startswith("t_"))
     cases = [(t, c) for t in chat for c in convs] + [(t, c) for t, cs in TRICKY.items() for c in cs]
+    with open(os.path.join(tpl_dir, "t_errlines.jinja"), encoding="utf-8") as f:
+        cases += [(f"t_errlines#{i + 1}", "user_only") for i in range(len(f.read().split("\n")))]
     for f in os.listdir(exp_dir):
         os.remove(os.path.join(exp_dir, f))
     env = make_env()
     n_out = n_err = 0
     for t, c in cases:
-        with open(os.path.join(tpl_dir, t + ".jinja"), encoding="utf-8", newline="") as f:
+        name, _, line = t.partition("#")
+        with open(os.path.join(tpl_dir, name + ".jinja"), encoding="utf-8", newline="") as f:
             src = f.read()
+        if line:
+            src = src.split("\n")[int(line) - 1]
         with open(os.path.join(conv_dir, c + ".json"), encoding="utf-8") as f:
             variables = json.load(f)
-        vp = os.path.join(tpl_dir, t + ".vars.json")
+        vp = os.path.join(tpl_dir, name + ".vars.json")
         if os.path.exists(vp):
             with open(vp, encoding="utf-8") as f:
                 variables.update(json.load(f))

@@ -23,7 +23,8 @@ static void serve_usage(FILE *f) {
           "  --step-tokens N         tokens per batched forward: decode + prompt chunks (default 256)\n"
           "  --api-key KEY           require this key (Bearer or x-api-key); repeatable\n"
           "  --max-body BYTES        request body limit (default 8388608; larger -> 413)\n"
-          "  --chat-template NAME    chatml|qwen|llama2|llama3|mistral|phi3|gemma|zephyr|plain\n"
+          "  --chat-template NAME    chatml|qwen|llama2|llama3|mistral|phi3|gemma|zephyr|plain (instead of the model's)\n"
+          "  --chat-template-file F  Jinja chat template to render with (instead of the model's)\n"
           "  --model-id NAME         model name reported by /v1/models (default: file name)\n"
           "  -t, --threads N         compute threads (default: all CPUs)\n"
           "  --prefetch-layers N     weight read-ahead depth in layers on a background thread (default 2;\n"
@@ -133,7 +134,7 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") ||
-                   !strcmp(a, "--chat-template") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") ||
+                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") ||
                    !strcmp(a, "--draft-model"))) {
             free(keys);
             return cli_fail("%s needs a value", a);
@@ -142,6 +143,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--host")) o.host = argv[++i];
         else if (!strcmp(a, "--api-key")) keys[o.n_api_keys++] = argv[++i];
         else if (!strcmp(a, "--chat-template")) o.chat_template = argv[++i];
+        else if (!strcmp(a, "--chat-template-file")) o.chat_template_file = argv[++i];
         else if (!strcmp(a, "--model-id")) o.model_id = argv[++i];
         else if (!strcmp(a, "--session-secret-file")) o.session_secret_file = argv[++i];
         else if (!strcmp(a, "--draft-model")) draft_model = argv[++i];
@@ -164,6 +166,10 @@ int cmd_serve(int argc, char **argv) {
         else { free(keys); return cli_fail("--spec must be lookup, draft or off (got '%s')", spec); }
     }
     if (draft_model && draft_layers) { free(keys); return cli_fail("--draft-model and --draft-layers exclude each other"); }
+    if (o.chat_template && o.chat_template_file) {
+        free(keys);
+        return cli_fail("--chat-template and --chat-template-file exclude each other");
+    }
     if (spec && !strcmp(spec, "draft") && !draft_model && !draft_layers) {
         free(keys);
         return cli_fail("--spec draft needs --draft-model FILE or --draft-layers N");

@@ -404,7 +404,7 @@ enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
     if (zl_sess_merge(sr, r, cm, (int)nm, &all, &n_all)) { ret = MHD_YES; goto out; }
     if (zl_chat_tokens_ctl(r, all, n_all, &ids, &mask, &n_ids)) { ret = MHD_YES; goto out; }
     if (zl_prompt_check(r, ids, n_ids, (int)q.max_tokens, "messages")) { ret = MHD_YES; goto out; }
-    const char *extra = zl_tpl_extra_stop(r->srv->tpl);
+    const char *extra = zl_chat_fmt_extra_stop(&r->srv->tpl);
     if (extra && q.gp.n_stops < MAX_STOPS + 1) q.stops[q.gp.n_stops++] = extra;
     q.gp.strip_leading_space = 1;
     {

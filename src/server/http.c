@@ -254,11 +254,16 @@ int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, con
     return 0;
 }
 
+enum MHD_Result zl_reply_tpl_error(zl_req *r, const zl_err *err) {
+    if (err->code == ZL_ENOMEM) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    return zl_reply_error(r, ZL_E_INVALID, "messages", "messages: chat template: %s", err->msg);
+}
+
 int zl_chat_tokens(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids) {
-    char *text = zl_tpl_render(r->srv->tpl, msgs, n);
-    if (!text) { zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
     zl_err err = {0};
-    int rc = zl_llm_tokenize(r->srv->llm, text, strlen(text), 1, r->srv->tpl != ZL_TPL_PLAIN, ids, n_ids, &err);
+    char *text = zl_chat_fmt_render(&r->srv->tpl, msgs, n, &err);
+    if (!text) { zl_reply_tpl_error(r, &err); return -1; }
+    int rc = zl_llm_tokenize(r->srv->llm, text, strlen(text), 1, zl_chat_fmt_parse_special(&r->srv->tpl), ids, n_ids, &err);
     free(text);
     if (rc) { zl_reply_error(r, ZL_E_INVALID, "messages", "messages: %s", err.msg); return -1; }
     return 0;
@@ -490,9 +495,10 @@ int zl_ctl_tokenize(zl_req *r, const char *text, int parse_special, const char *
 int zl_chat_tokens_ctl(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, uint8_t **mask, size_t *n_ids) {
     *mask = NULL;
     if (!r->ctl.bounded) return zl_chat_tokens(r, msgs, n, ids, n_ids);
-    char *text = zl_tpl_render(r->srv->tpl, msgs, n);
-    if (!text) { zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
-    int rc = zl_ctl_tokenize(r, text, r->srv->tpl != ZL_TPL_PLAIN, "messages", ids, mask, n_ids);
+    zl_err err = {0};
+    char *text = zl_chat_fmt_render(&r->srv->tpl, msgs, n, &err);
+    if (!text) { zl_reply_tpl_error(r, &err); return -1; }
+    int rc = zl_ctl_tokenize(r, text, zl_chat_fmt_parse_special(&r->srv->tpl), "messages", ids, mask, n_ids);
     free(text);
     return rc;
 }
@@ -666,29 +672,6 @@ static void on_step(void *ud, int n_seqs, int n_tokens, double ms) {
     zl_metrics_batch(n_seqs);
 }
 
-/* A model file without tokenizer.chat_template (gemma-3-270m's GGUF) still
- * has its family's turn markers as control tokens: the first family whose
- * marker the vocabulary holds as one token is used; none -> plain. */
-static zl_tpl tpl_from_vocab(const zl_llm *llm) {
-    static const struct { const char *marker; zl_tpl tpl; } fam[] = {
-        {"<|im_start|>", ZL_TPL_CHATML},
-        {"<start_of_turn>", ZL_TPL_GEMMA},
-        {"<|start_header_id|>", ZL_TPL_LLAMA3},
-    };
-    for (size_t i = 0; i < sizeof fam / sizeof *fam; i++) {
-        int32_t *ids = NULL;
-        size_t n = 0;
-        int one = !zl_llm_tokenize(llm, fam[i].marker, strlen(fam[i].marker), 0, 1, &ids, &n, NULL) && n == 1;
-        free(ids);
-        if (one) {
-            fprintf(stderr, "zerolayer: no chat template in the model; its vocabulary has %s: using %s\n",
-                    fam[i].marker, zl_tpl_name(fam[i].tpl));
-            return fam[i].tpl;
-        }
-    }
-    return ZL_TPL_PLAIN;
-}
-
 int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     zl_srv *srv = calloc(1, sizeof *srv);
     if (!srv) return zl_errf(err, ZL_ENOMEM, "out of memory");
@@ -700,17 +683,8 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     const char *base = strrchr(o->model_path, '/');
     base = base ? base + 1 : o->model_path;
     snprintf(srv->model_id, sizeof srv->model_id, "%s", o->model_id ? o->model_id : base);
-    char *jinja = zl_tpl_read_gguf(o->model_path);
-    int known = 1;
-    srv->tpl = zl_tpl_detect(jinja, &known);
-    if (!known) fprintf(stderr, "zerolayer: unrecognised chat template in the model; using the plain rendering\n");
-    if ((!jinja || !*jinja) && !o->chat_template) srv->tpl = tpl_from_vocab(llm);
-    free(jinja);
-    if (o->chat_template) {
-        int t = zl_tpl_from_name(o->chat_template);
-        if (t < 0) { free(srv); return zl_errf(err, ZL_EINVAL, "--chat-template: unknown template '%s'", o->chat_template); }
-        srv->tpl = (zl_tpl)t;
-    }
+    int trc = zl_chat_fmt_setup(&srv->tpl, llm, o->model_path, o->chat_template, o->chat_template_file, err);
+    if (trc) { free(srv); return trc; }
     /* every thread started from here on inherits the blocked signals; only
      * the sigwait below sees SIGINT/SIGTERM */
     sigset_t sigs;
@@ -720,12 +694,12 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     int rc = zl_sessions_setup(srv, err);
-    if (rc) { free(srv); return rc; }
+    if (rc) { zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
     zl_sched_opts so = o->sched;
     so.on_step = on_step;
     so.on_step_ud = srv;
     rc = zl_sched_new(&srv->sched, llm, &so, err);
-    if (rc) { zl_sessions_free(srv->sessions); free(srv); return rc; }
+    if (rc) { zl_sessions_free(srv->sessions); zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
 
     struct sockaddr_in6 a6 = {0};
     struct sockaddr_in a4 = {0};
@@ -744,6 +718,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     } else {
         zl_sched_free(srv->sched);
         zl_sessions_free(srv->sessions);
+        zl_chat_fmt_free(&srv->tpl);
         free(srv);
         return zl_errf(err, ZL_EINVAL, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
     }
@@ -753,13 +728,14 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     if (!srv->d) {
         zl_sched_free(srv->sched);
         zl_sessions_free(srv->sessions);
+        zl_chat_fmt_free(&srv->tpl);
         free(srv);
         return zl_errf(err, ZL_EIO, "cannot listen on %s:%d: %s", o->host, o->port, strerror(errno));
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
     int port = di ? di->port : o->port;
     fprintf(stderr, "zerolayer: %s\n", zl_llm_desc(llm));
-    fprintf(stderr, "zerolayer: chat template %s; %d slots x %d context; %d threads\n", zl_tpl_name(srv->tpl),
+    fprintf(stderr, "zerolayer: chat template %s; %d slots x %d context; %d threads\n", srv->tpl.name,
             so.n_parallel, zl_sched_n_ctx(srv->sched), zl_llm_n_threads(llm));
     fprintf(stderr, "zerolayer: listening on http://%s:%d\n", srv->o.host, port);
     fflush(stderr);
@@ -773,6 +749,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     MHD_stop_daemon(srv->d);
     zl_sched_free(srv->sched);
     zl_sessions_free(srv->sessions);
+    zl_chat_fmt_free(&srv->tpl);
     free(srv);
     return 0;
 }

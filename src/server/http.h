@@ -20,7 +20,7 @@ typedef struct zl_srv {
     zl_llm *llm;
     zl_sched *sched;
     zl_server_opts o;
-    zl_tpl tpl;
+    zl_chat_fmt tpl; /* chat formatting (chat_template.h) */
     char model_id[256];
     long long started;
     struct MHD_Daemon *d;
@@ -169,5 +169,7 @@ void zl_sess_close(zl_sess_req *c);
 /* Shared by OpenAI chat and Anthropic messages: render + tokenize a
  * conversation.  msgs/n from the adapter; returns 0 or replies 400/500. */
 int zl_chat_tokens(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids);
+/* A chat-template render failure as the reply: 400 with the template's message (500 for OOM). */
+enum MHD_Result zl_reply_tpl_error(zl_req *r, const zl_err *err);
 
 #endif

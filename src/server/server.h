@@ -22,6 +22,7 @@ typedef struct zl_server_opts {
     int n_api_keys;
     size_t max_body;       /* bytes; larger bodies get 413 */
     const char *chat_template; /* NULL: from the model */
+    const char *chat_template_file; /* Jinja source to use instead of the model's */
     zl_sched_opts sched;
     /* sessions and prefix cache (0: defaults) */
     double session_ttl_s;         /* 120 */

@@ -189,6 +189,11 @@ const int32_t *zl_seq_tokens(const zl_seq *s, int *n) {
 
 int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *err) {
     zl_kv_policy p = {(zl_kvp_kind)kind, budget, 0, 0};
+    /* eviction re-rotates kept keys with one RoPE; sliding-window layers
+     * rotate with their own base (and bound their span already) */
+    if (p.kind != ZL_KVP_FULL && !zl_model_uniform_rope(s->llm->model))
+        return zl_errf(err, ZL_EUNSUP, "KV slicing (--kv-policy %s) needs one RoPE for every layer; %s has sliding-window "
+                       "layers with their own", zl_kvp_name(p.kind), s->llm->model->hp.arch);
     zl_rope rope = zl_model_rope(s->llm->model);
     return zl_kv_set_policy(s->kv, &p, &rope, s->llm->model->hp.head_dim, zl_pool_size(s->llm->pool), err);
 }

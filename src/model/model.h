@@ -18,6 +18,7 @@
 #include "../tensor/rope.h"
 
 typedef enum { ZL_ROPE_NORM = 0, ZL_ROPE_NEOX = 1 } zl_rope_type;
+typedef enum { ZL_ACT_SILU = 0, ZL_ACT_GELU_TANH = 1 } zl_ffn_act; /* gated FFN: act(gate(x)) * up(x) */
 
 typedef struct zl_hparams {
     char arch[32];
@@ -27,11 +28,24 @@ typedef struct zl_hparams {
     float norm_eps;
     zl_rope_type rope_type;
     int tied_output, has_qkv_bias;
+    /* what differs between the families (read from metadata; llama's values
+     * are the neutral ones) */
+    float embd_scale;     /* token embeddings are multiplied by this (gemma3: sqrt(dim)) */
+    float attn_scale;     /* q·k is multiplied by this (1/sqrt(head_dim) unless the file says) */
+    zl_ffn_act ffn_act;
+    int post_norms;       /* gemma3: RMSNorm of each block's output before the residual add */
+    int qk_norm;          /* gemma3: per-head RMSNorm of Q and K before RoPE */
+    int n_swa;            /* > 0: sliding-window layers attend to the last n_swa positions */
+    float rope_base_swa;  /* RoPE base of sliding-window layers */
+    float final_softcap;  /* > 0: logits = c * tanh(logits / c) */
 } zl_hparams;
 
 typedef struct zl_layer {
     const float *attn_norm, *ffn_norm;
     const float *bq, *bk, *bv; /* qwen2 QKV bias, else NULL */
+    const float *q_norm, *k_norm; /* [head_dim] when hp.qk_norm */
+    const float *post_attn_norm, *post_ffn_norm; /* [dim] when hp.post_norms */
+    int swa; /* a sliding-window (local) layer: attends to the last hp.n_swa positions, RoPE base hp.rope_base_swa */
     zl_mat wq, wk, wv, wo, w_gate, w_down, w_up;
 } zl_layer;
 
@@ -56,8 +70,13 @@ int zl_model_load(zl_model **out, const char *path, const zl_model_opts *opts, z
 /* Bind a model from an already opened GGUF (takes ownership of g on success). */
 int zl_model_from_gguf(zl_model **out, zl_gguf *g, zl_err *err);
 void zl_model_free(zl_model *m);
-/* The model's rotary embedding parameters. */
+/* The model's rotary embedding parameters (of its global layers; a
+ * sliding-window layer l uses zl_model_rope_layer). */
 zl_rope zl_model_rope(const zl_model *m);
+zl_rope zl_model_rope_layer(const zl_model *m, int layer);
+/* 1 when every layer rotates alike (no per-layer RoPE base): KV slicing's
+ * re-rotation of kept keys needs that. */
+int zl_model_uniform_rope(const zl_model *m);
 
 /* ---- forward ---- */
 /* One token of a batch: which sequence (index into the kv array passed to

@@ -2,7 +2,14 @@
  *
  * Owns: deciding whether a file is a model we can run, and saying precisely
  * why not.  Supported: arch "llama" (llama 1/2/3, mistral, tinyllama, smollm
- * all use it), "mistral" as an alias, and "qwen2" (QKV bias, NEOX rope). */
+ * all use it), "mistral" as an alias, "qwen2" (QKV bias, NEOX rope) and
+ * "gemma3" (embeddings scaled by sqrt(dim), per-head Q/K norms, post-norms
+ * around both blocks, GELU-gated FFN, interleaved sliding-window layers with
+ * their own RoPE base).  Gemma's RMSNorm multiplies by (1 + w); GGUF files
+ * store 1 + w already (the converter adds it), so every norm here is the
+ * plain x / rms(x) * w.  Everything a family differs in is a field of
+ * zl_hparams read from the metadata, with llama's values as the neutral
+ * ones, so forward.c has no per-architecture branches. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,13 +49,19 @@ static int read_hparams(const zl_gguf *g, zl_hparams *hp, zl_err *err) {
         return zl_errf(err, ZL_EFORMAT, "missing metadata general.architecture");
     zl_str_copy(arch, hp->arch, sizeof hp->arch);
     const char *a = hp->arch;
+    int gemma3 = 0;
     if (!strcmp(a, "llama") || !strcmp(a, "mistral")) {
         hp->rope_type = ZL_ROPE_NORM;
     } else if (!strcmp(a, "qwen2")) {
         hp->rope_type = ZL_ROPE_NEOX;
         hp->has_qkv_bias = 1;
+    } else if (!strcmp(a, "gemma3")) {
+        hp->rope_type = ZL_ROPE_NEOX;
+        hp->ffn_act = ZL_ACT_GELU_TANH;
+        hp->post_norms = hp->qk_norm = 1;
+        gemma3 = 1;
     } else {
-        return zl_errf(err, ZL_EUNSUP, "unsupported architecture '%s' (supported: llama, mistral, qwen2)", a);
+        return zl_errf(err, ZL_EUNSUP, "unsupported architecture '%s' (supported: llama, mistral, qwen2, gemma3)", a);
     }
     if (get_u32_req(g, a, "embedding_length", &hp->dim, err) || get_u32_req(g, a, "block_count", &hp->n_layers, err) ||
         get_u32_req(g, a, "feed_forward_length", &hp->ffn_dim, err) ||
@@ -66,6 +79,10 @@ static int read_hparams(const zl_gguf *g, zl_hparams *hp, zl_err *err) {
     hp->head_dim = hp->dim / hp->n_heads;
     get_u32_opt(g, a, "attention.key_length", &hp->head_dim);
     if (hp->head_dim % 2) return zl_errf(err, ZL_EFORMAT, "head dimension %d is odd", hp->head_dim);
+    int vlen = hp->head_dim;
+    get_u32_opt(g, a, "attention.value_length", &vlen);
+    if (vlen != hp->head_dim)
+        return zl_errf(err, ZL_EUNSUP, "attention.value_length %d differs from key_length %d", vlen, hp->head_dim);
     hp->rope_dim = hp->head_dim;
     get_u32_opt(g, a, "rope.dimension_count", &hp->rope_dim);
     if (hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
@@ -91,6 +108,44 @@ static int read_hparams(const zl_gguf *g, zl_hparams *hp, zl_err *err) {
     }
     if (!(hp->rope_base > 0) || !isfinite(hp->rope_base) || !(hp->norm_eps > 0) || !isfinite(hp->norm_eps))
         return zl_errf(err, ZL_EFORMAT, "invalid rope.freq_base or rms epsilon");
+    hp->embd_scale = gemma3 ? sqrtf((float)hp->dim) : 1.0f;
+    /* Gemma scales queries by query_pre_attn_scalar^-1/2, which its files
+     * state only as the head size (the 27B's differs and says so) */
+    float qpas = 0;
+    if (get_f32_opt(g, a, "attention.query_pre_attn_scalar", &qpas) && qpas > 0 && isfinite(qpas))
+        hp->attn_scale = 1.0f / sqrtf(qpas);
+    else
+        hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (get_f32_opt(g, a, "final_logit_softcapping", &hp->final_softcap) && !(hp->final_softcap >= 0))
+        return zl_errf(err, ZL_EFORMAT, "invalid %s.final_logit_softcapping", a);
+    if (gemma3 && get_u32_opt(g, a, "attention.sliding_window", &hp->n_swa) && hp->n_swa > 0) {
+        hp->rope_base_swa = 10000.0f; /* Gemma 3's local layers; files may say otherwise */
+        if (get_f32_opt(g, a, "rope.freq_base_swa", &hp->rope_base_swa) &&
+            !(hp->rope_base_swa > 0 && isfinite(hp->rope_base_swa)))
+            return zl_errf(err, ZL_EFORMAT, "invalid %s.rope.freq_base_swa", a);
+    }
+    return 0;
+}
+
+/* Which layers slide: the metadata's sliding_window_pattern, either one flag
+ * per layer or a period P (layers l with l % P < P - 1 are local, every P-th
+ * global); Gemma 3's period is 6 when the file is silent. */
+static int read_swa_layers(const zl_gguf *g, zl_model *m, zl_err *err) {
+    zl_hparams *hp = &m->hp;
+    if (hp->n_swa <= 0) return 0;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", hp->arch);
+    const zl_gguf_kv *kv = zl_gguf_find(g, key);
+    if (kv && kv->type == ZL_GGUF_ARRAY) {
+        if (kv->v.arr.type == ZL_GGUF_STRING || kv->v.arr.n != (uint64_t)hp->n_layers)
+            return zl_errf(err, ZL_EFORMAT, "%s must hold one flag per layer (%d)", key, hp->n_layers);
+        for (int l = 0; l < hp->n_layers; l++) m->layers[l].swa = zl_gguf_arr_i64(kv, (uint64_t)l) != 0;
+        return 0;
+    }
+    int period = 6;
+    if (kv && !get_u32_opt(g, hp->arch, "attention.sliding_window_pattern", &period))
+        return zl_errf(err, ZL_EFORMAT, "invalid %s", key);
+    for (int l = 0; l < hp->n_layers; l++) m->layers[l].swa = period == 0 || l % period < period - 1;
     return 0;
 }
 
@@ -189,8 +244,15 @@ int zl_model_from_gguf(zl_model **out, zl_gguf *g, zl_err *err) {
         if ((rc = bind_vec(m, NM("attn_q.bias"), qd, &L->bq, opt, err))) break;
         if ((rc = bind_vec(m, NM("attn_k.bias"), kvd, &L->bk, opt, err))) break;
         if ((rc = bind_vec(m, NM("attn_v.bias"), kvd, &L->bv, opt, err))) break;
+        if (hp->qk_norm && ((rc = bind_vec(m, NM("attn_q_norm.weight"), hp->head_dim, &L->q_norm, 0, err)) ||
+                            (rc = bind_vec(m, NM("attn_k_norm.weight"), hp->head_dim, &L->k_norm, 0, err))))
+            break;
+        if (hp->post_norms && ((rc = bind_vec(m, NM("post_attention_norm.weight"), hp->dim, &L->post_attn_norm, 0, err)) ||
+                               (rc = bind_vec(m, NM("post_ffw_norm.weight"), hp->dim, &L->post_ffn_norm, 0, err))))
+            break;
 #undef NM
     }
+    if (!rc) rc = read_swa_layers(g, m, err);
     if (rc) {
         m->gguf = NULL; /* caller keeps ownership on failure */
         zl_model_free(m);
@@ -228,4 +290,19 @@ void zl_model_free(zl_model *m) {
 zl_rope zl_model_rope(const zl_model *m) {
     zl_rope r = {m->hp.rope_dim, m->hp.rope_base, m->hp.rope_freq_scale, m->hp.rope_type == ZL_ROPE_NEOX};
     return r;
+}
+
+zl_rope zl_model_rope_layer(const zl_model *m, int layer) {
+    zl_rope r = zl_model_rope(m);
+    if (m->layers[layer].swa) { /* local layers: their own base, never scaled */
+        r.base = m->hp.rope_base_swa;
+        r.freq_scale = 1.0f;
+    }
+    return r;
+}
+
+int zl_model_uniform_rope(const zl_model *m) {
+    for (int l = 0; l < m->hp.n_layers; l++)
+        if (m->layers[l].swa) return 0;
+    return 1;
 }

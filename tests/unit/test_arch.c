@@ -192,3 +192,81 @@ Test(arch, clear_errors) {
     cr_assert_neq(zl_model_load(&m, ZL_ROOT "/tests/fixtures/tokenizer/ggml-vocab-llama-spm.gguf", NULL, &err), 0);
     cr_assert(strstr(err.msg, "missing"), "%s", err.msg);
 }
+
+/* ---- sliding-window layers (gemma3's local layers) ----
+ * stories260K with every layer made local (window w, same RoPE base) is a
+ * model whose logits at position p can depend only on tokens at p - L(w-1)
+ * and later (L layers, each looking w - 1 back): changing earlier tokens must
+ * leave them bit for bit unchanged, while the token exactly L(w-1) back must
+ * still matter.  A window wider than the sequence is the global model, and
+ * batch splits must not change a bit (a sliding row gets a tile of its own). */
+#define SWA_N 80
+
+static void swa_logits(zl_model *m, const int32_t *ids, int n, int chunk, float *out) {
+    zl_err err = {0};
+    zl_kv *kv;
+    cr_assert_eq(zl_kv_new(&kv, m->hp.n_layers, 128, m->hp.n_kv_heads * m->hp.head_dim, ZL_TYPE_F32, &err), 0);
+    zl_fwd *f = zl_fwd_new();
+    zl_batch_tok t[SWA_N];
+    for (int b = 0; b < n; b += chunk) {
+        int k = n - b < chunk ? n - b : chunk;
+        for (int i = 0; i < k; i++) t[i] = (zl_batch_tok){ids[b + i], b + i, 0, 1};
+        cr_assert_eq(zl_forward(m, &kv, t, k, out + (size_t)b * m->hp.n_vocab, f, NULL, &err), 0, "%s", err.msg);
+    }
+    zl_fwd_free(f);
+    zl_kv_free(kv);
+}
+
+static zl_model *swa_model(int window) {
+    zl_err err = {0};
+    zl_model *m;
+    cr_assert_eq(zl_model_load(&m, MODEL, NULL, &err), 0, "%s", err.msg);
+    m->hp.n_swa = window;
+    m->hp.rope_base_swa = m->hp.rope_base;
+    for (int l = 0; l < m->hp.n_layers; l++) m->layers[l].swa = 1;
+    return m;
+}
+
+static void swa_ids(int32_t *ids, int salt) {
+    for (int i = 0; i < SWA_N; i++) ids[i] = i == 0 ? 1 : 3 + (i * 37 + salt * (i < 41 ? 11 : 0)) % 500;
+}
+
+Test(arch, sliding_window_receptive_field) {
+    zl_model *m = swa_model(8);
+    const int nv = m->hp.n_vocab, reach = m->hp.n_layers * (8 - 1); /* 35 */
+    int32_t a[SWA_N], b[SWA_N];
+    swa_ids(a, 0);
+    swa_ids(b, 1); /* differs from a at positions 1..40 */
+    float *la = malloc(sizeof(float) * SWA_N * nv), *lb = malloc(sizeof(float) * SWA_N * nv);
+    swa_logits(m, a, SWA_N, SWA_N, la);
+    swa_logits(m, b, SWA_N, SWA_N, lb);
+    for (int p = 40 + reach + 1; p < SWA_N; p++)
+        cr_assert_eq(memcmp(la + (size_t)p * nv, lb + (size_t)p * nv, sizeof(float) * nv), 0,
+                     "position %d sees a token more than %d back", p, reach);
+    cr_assert_gt(max_diff(la + (size_t)(40 + reach) * nv, lb + (size_t)(40 + reach) * nv, nv), 1e-6,
+                 "position %d must still see the token %d back", 40 + reach, reach);
+    free(la); free(lb);
+    zl_model_free(m);
+}
+
+Test(arch, sliding_window_batch_invariant_and_wide_is_global) {
+    zl_model *m = swa_model(8), *g = swa_model(1000);
+    zl_err err = {0};
+    zl_model *plain;
+    cr_assert_eq(zl_model_load(&plain, MODEL, NULL, &err), 0, "%s", err.msg);
+    const int nv = m->hp.n_vocab;
+    int32_t a[SWA_N];
+    swa_ids(a, 0);
+    float *one = malloc(sizeof(float) * SWA_N * nv), *tok = malloc(sizeof(float) * SWA_N * nv),
+          *chunk = malloc(sizeof(float) * SWA_N * nv);
+    swa_logits(m, a, SWA_N, SWA_N, one);
+    swa_logits(m, a, SWA_N, 1, tok);
+    swa_logits(m, a, SWA_N, 13, chunk);
+    cr_assert_eq(memcmp(one, tok, sizeof(float) * SWA_N * nv), 0, "prefill vs token by token");
+    cr_assert_eq(memcmp(one, chunk, sizeof(float) * SWA_N * nv), 0, "prefill vs chunks of 13");
+    swa_logits(g, a, SWA_N, SWA_N, one);
+    swa_logits(plain, a, SWA_N, SWA_N, tok);
+    cr_assert_eq(memcmp(one, tok, sizeof(float) * SWA_N * nv), 0, "a window wider than the sequence is global");
+    free(one); free(tok); free(chunk);
+    zl_model_free(m); zl_model_free(g); zl_model_free(plain);
+}

@@ -19,11 +19,12 @@
  *  - Q6_K: 64 elements per register, the -32 offset removed through bsums.
  *  - Q4_1 / Q5_0 / Q5_1 (kernels_avx512_q45.inc): four blocks per step from
  *    masked loads, the fifth bits as byte masks, the *_1 mins against the
- *    activation's d * sum(x); prepared rows (q45p_group) for 1..8 tokens.
+ *    activation's d * sum(x); with VBMI, sixteen blocks per step, one block
+ *    per int32 lane (kernels_avx512_q45l.inc).
  *  - Prepared activations (VNNI): zl_matmul rearranges each activation row
  *    once (q8p_group for the Q8_0 family, q8kp_block for Q4_K/Q5_K,
- *    q45p_group for Q4_1/Q5_0/Q5_1) so the
- *    per-row loop touches only weights.
+ *    q45p_group / q45l_chunk for Q4_1/Q5_0/Q5_1) so the per-row loop touches
+ *    only weights.
  * Integer partial sums never leave int32 within a block or super-block (see
  * the bounds next to each kernel); the float accumulation order differs from
  * the reference only by rounding. */

@@ -33,7 +33,6 @@ zl_dot4_fn zl_dot4_fn_avx2(zl_type t);
 /* T tokens at once over plain partner rows, T = 2..8 (NULL where none); each
  * token's result is bit-identical to the same level's one-token kernel. */
 zl_dot4_fn zl_dotT_fn_avx512(zl_type t, int T);
-zl_dot4_fn zl_dotT_fn_avx2(zl_type t, int T);
 
 /* A kernel over a "prepared" activation row: the dot partner rearranged
  * once per matmul call into the layout that kernel reads fastest, so the

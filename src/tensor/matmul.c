@@ -253,9 +253,6 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
         pl->dotk[2] = zl_dotT_fn_avx512(t, 2);
         pl->dotk[3] = zl_dotT_fn_avx512(t, 3);
         for (int k = 5; k <= 8; k++) pl->dotk[k] = zl_dotT_fn_avx512(t, k);
-    } else if (!(avx512 && zl_dot_fn_avx512(t)) && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) &&
-               pl->dotk[4] && zl_dotT_fn_avx2(t, 4) == pl->dotk[4]) {
-        for (int k = 2; k <= 8; k++) pl->dotk[k] = zl_dotT_fn_avx2(t, k);
     }
     if (pl->partner == ZL_TYPE_F32) return 1;
     pl->prep = avx512 && zl_prep_kernel_avx512(t, &pl->pk);

@@ -499,11 +499,12 @@ Test(vec_dot, short_rows_every_isa) {
             }
 }
 
-/* AVX2's prepared kernels (Q4_0, Q8_0) against the reference, tails included. */
+/* AVX2's prepared kernels against the reference, tails included; where
+ * they have multi-token versions, each token bit-identical to one token. */
 Test(vec_dot, prepared_kernels_avx2) {
     if (max_isa() < ZL_ISA_AVX2) cr_skip_test("no AVX2");
-    const zl_type ts[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0};
-    for (size_t ti = 0; ti < 2; ti++)
+    const zl_type ts[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0, ZL_TYPE_Q4_1, ZL_TYPE_Q5_0, ZL_TYPE_Q5_1};
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
         for (int64_t n = 32; n <= 1056; n += 32) {
             zl_prep_kernel pk;
             cr_assert(zl_prep_kernel_avx2(ts[ti], &pk));
@@ -530,6 +531,27 @@ Test(vec_dot, prepared_kernels_avx2) {
                 REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s dot4 n=%ld tok %d: got %.9g ref %.9g", tname(t),
                         (long)n, k, out[k], r);
             }
+            /* Q4_1 / Q5_0 / Q5_1 come in every width 2..8 */
+            zl_dot4_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
+            if (t == ZL_TYPE_Q4_1 || t == ZL_TYPE_Q5_0 || t == ZL_TYPE_Q5_1) {
+                uint8_t *xp8 = aligned_alloc(64, 8 * ps), *x1 = malloc(xs);
+                float one[8], many[8];
+                for (int k = 0; k < 8; k++) {
+                    random_partner_row(p, x1, n);
+                    pk.prep(x1, xp8 + k * ps, n);
+                    one[k] = pk.dot(w, xp8 + k * ps, n);
+                }
+                for (int fi = 0; fi < 7; fi++) {
+                    cr_assert(fs[fi], "%s: no AVX2 %d-token kernel", tname(t), fi + 2);
+                    fs[fi](w, xp8, ps, n, many);
+                    for (int k = 0; k < fi + 2; k++)
+                        REQUIRE(memcmp(&many[k], &one[k], sizeof(float)) == 0,
+                                "%s AVX2 dot%d n=%ld tok %d: %.9g differs from one-token %.9g", tname(t), fi + 2,
+                                (long)n, k, many[k], one[k]);
+                }
+                free(xp8);
+                free(x1);
+            }
             free(x4);
             free(xp4);
             free(w);
@@ -541,15 +563,11 @@ Test(vec_dot, prepared_kernels_avx2) {
 /* Four-token kernels over plain partner rows. */
 Test(vec_dot, four_token_kernels) {
     if (max_isa() < ZL_ISA_AVX2) cr_skip_test("no AVX2");
-    const zl_type ts[] = {ZL_TYPE_F32,  ZL_TYPE_F16,  ZL_TYPE_BF16, ZL_TYPE_Q6_K,
-                          ZL_TYPE_Q4_1, ZL_TYPE_Q5_0, ZL_TYPE_Q5_1};
-    const int64_t sizes[] = {7, 16, 32, 96, 172, 256, 576, 1280, 1536};
+    const zl_type ts[] = {ZL_TYPE_F32, ZL_TYPE_F16, ZL_TYPE_BF16, ZL_TYPE_Q6_K};
+    const int64_t sizes[] = {7, 16, 172, 256, 1280};
     for (int level = ZL_ISA_AVX2; level <= max_isa(); level++)
     for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
         zl_dot4_fn f = level == ZL_ISA_AVX512 ? zl_dot4_fn_avx512(ts[ti]) : zl_dot4_fn_avx2(ts[ti]);
-        /* the *_1 / Q5_0 formats have AVX2 kernels for every width */
-        if (level == ZL_ISA_AVX2 && (ts[ti] == ZL_TYPE_Q4_1 || ts[ti] == ZL_TYPE_Q5_0 || ts[ti] == ZL_TYPE_Q5_1))
-            cr_assert(f, "%s: no AVX2 four-token kernel", tname(ts[ti]));
         if (!f) continue;
         zl_type t = ts[ti], p = zl_dot_partner(t);
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -567,16 +585,15 @@ Test(vec_dot, four_token_kernels) {
                 REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s n=%ld tok %d: got %.9g ref %.9g", tname(t), (long)n,
                         k, out[k], r);
             }
-            /* 2..8 tokens: each bit-identical to the level's one-token kernel
-             * (AVX2's float kernels come only four tokens wide) */
-            if (level == ZL_ISA_AVX512 || zl_dotT_fn_avx2(t, 2)) {
+            if (level == ZL_ISA_AVX512) {
+                /* 2..8 tokens: each bit-identical to the level's one-token kernel */
                 uint8_t *x8 = malloc(8 * xs);
                 for (int k = 0; k < 8; k++) random_partner_row(p, x8 + k * xs, n);
-                zl_dot_fn one = level == ZL_ISA_AVX512 ? zl_dot_fn_avx512(t) : zl_dot_fn_avx2(t);
+                zl_dot_fn one = zl_dot_fn_avx512(t);
                 int Ts[7] = {2, 3, 4, 5, 6, 7, 8};
                 for (int ti2 = 0; ti2 < 7; ti2++) {
-                    zl_dot4_fn g = level == ZL_ISA_AVX512 ? zl_dotT_fn_avx512(t, Ts[ti2]) : zl_dotT_fn_avx2(t, Ts[ti2]);
-                    cr_assert(g, "%s %s: no %d-token kernel", zl_isa_name(level), tname(t), Ts[ti2]);
+                    zl_dot4_fn g = zl_dotT_fn_avx512(t, Ts[ti2]);
+                    cr_assert(g, "%s: no %d-token kernel", tname(t), Ts[ti2]);
                     float many[8];
                     g(w, x8, xs, n, many);
                     for (int k = 0; k < Ts[ti2]; k++) {

@@ -8,9 +8,9 @@
  *                  the exact reference's top-32 (mean |d| over that set, top-1
  *                  agreement); exact mode on a prefix reproduces the exact
  *                  fixture, and its distance from llama.cpp there is printed
- *   fid_greedy     128 greedy tokens of a chat answer equal llama.cpp's, or
- *                  part from them only where llama.cpp's own top-2 margin is
- *                  below a threshold
+ *   fid_greedy     128 greedy steps of a chat answer (fed llama.cpp's tokens)
+ *                  pick llama.cpp's token, or another only where llama.cpp's
+ *                  own top-2 margin is below a threshold
  *   fid_perplexity llama-perplexity's protocol (chunks of ctx tokens, BOS in
  *                  front when the vocabulary adds one, second half scored) on
  *                  the same ids, against its printed estimate */
@@ -160,7 +160,7 @@ static inline void fid_eval_compare(zl_llm *llm, int exact, const int32_t *ids, 
         for (int i = 0; i < len; i++) {
             const float *row = buf + (size_t)i * nv;
             fid_agree_row(a, ra, (uint32_t)(p + i), row);
-            if (rb) fid_agree_row(b, rb, (uint32_t)(p + i), row);
+            if (rb && (uint32_t)(p + i) < rb->n) fid_agree_row(b, rb, (uint32_t)(p + i), row);
             if (p + i + 1 < n) nll += fid_lse(row, nv) - row[ids[p + i + 1]];
         }
     }
@@ -181,7 +181,7 @@ static inline void fid_logits(const fid_bounds *B) {
     fid_read_topk(B->model, "exact.topk", &E);
     int n_ids;
     int32_t *ids = fid_read_ids(B->model, "gpl3.ids", &n_ids);
-    cr_assert(L.n == E.n && (int)L.n <= n_ids, "%s: fixtures disagree on the positions", B->model);
+    cr_assert(E.n <= L.n && (int)L.n <= n_ids, "%s: fixtures disagree on the positions", B->model);
     zl_llm *llm = fid_open(B->model);
     cr_assert_eq((uint32_t)zl_llm_n_vocab(llm), L.nv, "%s: vocabulary %d, fixture %u", B->model, zl_llm_n_vocab(llm),
                  L.nv);
@@ -191,10 +191,10 @@ static inline void fid_logits(const fid_bounds *B) {
     double ppl;
     fid_eval_compare(llm, 0, ids, n, &L, &fl, &E, &fe, &ppl);
     fprintf(stderr,
-            "%s fast, %d positions: vs llama.cpp mean|d| %.4f max %.3f top1 %.1f%% (first miss %d) | vs exact mean|d| "
-            "%.4f max %.3f top1 %.1f%% | ppl %.4f (llama.cpp %.4f, exact %.4f)\n",
-            B->model, n, fid_mean(&fl), fl.max_abs, 100 * fid_top1(&fl), fl.first_miss, fid_mean(&fe), fe.max_abs,
-            100 * fid_top1(&fe), ppl, fid_ref_ppl(&L, L.n), fid_ref_ppl(&E, E.n));
+            "%s fast, %d positions: vs llama.cpp mean|d| %.4f max %.3f top1 %.1f%% (first miss %d) | vs exact (%u "
+            "positions) mean|d| %.4f max %.3f top1 %.1f%% | ppl %.4f (llama.cpp %.4f)\n",
+            B->model, n, fid_mean(&fl), fl.max_abs, 100 * fid_top1(&fl), fl.first_miss, E.n, fid_mean(&fe),
+            fe.max_abs, 100 * fid_top1(&fe), ppl, fid_ref_ppl(&L, L.n));
     cr_expect(fid_mean(&fl) <= B->mean_llama, "%s fast vs llama.cpp: mean |d| %.4f > %.4f", B->model, fid_mean(&fl),
               B->mean_llama);
     cr_expect(fid_top1(&fl) >= B->top1_llama, "%s fast vs llama.cpp: top-1 %.3f < %.3f", B->model, fid_top1(&fl),
@@ -207,7 +207,7 @@ static inline void fid_logits(const fid_bounds *B) {
     /* exact mode reproduces the exact fixture (it was made by this mode, and
      * the mode is pinned to independent exact references in test_logits);
      * its distance from llama.cpp on the prefix is the spread, stated */
-    int ne = B->exact_positions < n ? B->exact_positions : n;
+    int ne = B->exact_positions < (int)E.n ? B->exact_positions : (int)E.n;
     fid_agree xl = {.first_miss = -1}, xe = {.first_miss = -1};
     fid_eval_compare(llm, 1, ids, ne, &L, &xl, &E, &xe, NULL);
     fprintf(stderr, "%s exact, %d positions: vs exact fixture mean|d| %.2e max %.2e | vs llama.cpp mean|d| %.4f top1 %.1f%%\n",
@@ -240,6 +240,10 @@ static inline int fid_read_greedy(const char *model, int32_t *tok, float *margin
     return n;
 }
 
+/* Each step's argmax must be llama.cpp's token, or differ only where
+ * llama.cpp's own top-2 margin is below the threshold.  The sequence always
+ * continues with llama.cpp's token, so after a near-tie the remaining steps
+ * are still checked on the same context. */
 static inline void fid_greedy(const fid_bounds *B) {
     int32_t ref[256];
     float margin[256];
@@ -252,8 +256,8 @@ static inline void fid_greedy(const fid_bounds *B) {
     zl_seq *s = fid_seq(llm, n_prompt + n_ref + 8, 0);
     zl_err err = {0};
     cr_assert_eq(zl_seq_eval(s, prompt, n_prompt, FID_CHUNK, NULL, &err), 0, "%s", err.msg);
-    int step = 0;
-    for (; step < n_ref; step++) {
+    int parted = 0, first = -1;
+    for (int step = 0; step < n_ref; step++) {
         const float *l = zl_seq_logits(s);
         int32_t b1 = 0, b2 = -1;
         for (int i = 1; i < nv; i++)
@@ -261,24 +265,25 @@ static inline void fid_greedy(const fid_bounds *B) {
             else if (b2 < 0 || l[i] > l[b2]) b2 = i;
         if (b1 != ref[step]) {
             fprintf(stderr,
-                    "%s greedy: parts from llama.cpp at step %d of %d: llama.cpp %d (top-2 margin %.4f), zerolayer %d "
-                    "(its margin %.4f, over llama.cpp's token %.4f)\n",
-                    B->model, step, n_ref, ref[step], margin[step], b1, l[b1] - l[b2], l[b1] - l[ref[step]]);
+                    "%s greedy: step %d of %d: llama.cpp %d (its top-2 margin %.4f), zerolayer %d (ahead of llama.cpp's "
+                    "token by %.4f)\n",
+                    B->model, step, n_ref, ref[step], margin[step], b1, l[b1] - l[ref[step]]);
             cr_expect(margin[step] < B->greedy_margin,
-                      "%s greedy: diverges at step %d where llama.cpp's top-2 margin %.4f >= %.4f", B->model, step,
+                      "%s greedy: differs at step %d where llama.cpp's top-2 margin %.4f >= %.4f", B->model, step,
                       margin[step], B->greedy_margin);
-            break;
+            if (first < 0) first = step;
+            parted++;
         }
-        cr_assert_eq(zl_seq_eval(s, &b1, 1, 1, NULL, &err), 0, "%s", err.msg);
+        cr_assert_eq(zl_seq_eval(s, &ref[step], 1, 1, NULL, &err), 0, "%s", err.msg);
     }
-    if (step == n_ref) {
-        float least = margin[0];
-        int at = 0;
-        for (int i = 1; i < n_ref; i++)
-            if (margin[i] < least) least = margin[i], at = i;
-        fprintf(stderr, "%s greedy: all %d tokens equal llama.cpp's (smallest llama.cpp top-2 margin %.4f at step %d)\n",
-                B->model, n_ref, least, at);
-    }
+    float least = margin[0];
+    int at = 0;
+    for (int i = 1; i < n_ref; i++)
+        if (margin[i] < least) least = margin[i], at = i;
+    fprintf(stderr,
+            "%s greedy: %d of %d steps equal llama.cpp's (first difference at %d; smallest llama.cpp top-2 margin %.4f at "
+            "step %d)\n",
+            B->model, n_ref - parted, n_ref, first, least, at);
     zl_seq_free(s);
     zl_llm_close(llm);
     free(prompt);

@@ -7,6 +7,7 @@
  *        mean |REF - A| and top-1 agreement (argmax A == REF's first id), and
  *        with B, the same between A and B on REF's set; per-position NLL
  *        (logsumexp - logit of the next id of IDS) as a perplexity, for REF, A (and B).
+ *        Dumps shorter than REF are compared on their leading positions.
  *
  * build: cc -O2 -o topk tools/ref/topk.c -lm */
 #include <math.h>
@@ -47,11 +48,14 @@ static int read_topk(const char *path, topk_file *t) {
     return 0;
 }
 
-static float *read_full(const char *path, size_t n) {
+/* a full dump of at most n floats; *rows (if given) gets its whole rows of nv */
+static float *read_full(const char *path, size_t n, uint32_t nv, uint32_t *rows) {
     FILE *f = fopen(path, "rb");
     if (!f) die("cannot open", path);
     float *b = malloc(n * 4);
-    if (fread(b, 4, n, f) != n) die("short file:", path);
+    size_t got = fread(b, 4, n, f);
+    if (got != n && !rows) die("short file:", path);
+    if (rows) *rows = (uint32_t)(got / nv);
     fclose(f);
     return b;
 }
@@ -90,7 +94,7 @@ static void put_u32(FILE *f, uint32_t v) { fwrite(&v, 4, 1, f); }
 static int from_f32(const char *ids_path, const char *full, const char *out, uint32_t nv) {
     uint32_t n;
     int32_t *ids = read_ids(ids_path, &n);
-    float *L = read_full(full, (size_t)n * nv);
+    float *L = read_full(full, (size_t)n * nv, nv, NULL);
     FILE *f = fopen(out, "wb");
     if (!f) die("cannot create", out);
     fwrite("ZLTK", 1, 4, f);
@@ -121,7 +125,12 @@ static int compare(const char *ref, const char *ids_path, const char *a_path, co
     uint32_t nid;
     int32_t *ids = read_ids(ids_path, &nid);
     if (nid < t.n) die("fewer ids than positions:", ids_path);
-    float *A = read_full(a_path, (size_t)t.n * t.nv), *B = b_path ? read_full(b_path, (size_t)t.n * t.nv) : NULL;
+    /* the dumps may hold fewer positions than REF: the leading ones are compared */
+    uint32_t ra, rb = UINT32_MAX;
+    float *A = read_full(a_path, (size_t)t.n * t.nv, t.nv, &ra);
+    float *B = b_path ? read_full(b_path, (size_t)t.n * t.nv, t.nv, &rb) : NULL;
+    if (ra < t.n) t.n = ra;
+    if (rb < t.n) t.n = rb;
     double dra = 0, dab = 0, mra = 0, nll_r = 0, nll_a = 0, nll_b = 0;
     long top_ra = 0, top_ab = 0, scored = 0;
     uint32_t first_miss = UINT32_MAX;

@@ -1,0 +1,22 @@
+/* fidelity_qwen05.c — qwen2.5-coder-0.5b against llama.cpp: logits of 512 GPL-3 positions,
+ * 128 greedy chat steps, perplexity at contexts 128/512/1024 (fidelity.h).
+ * Bounds (see tests/fixtures/real/README.md for the spreads): mean |d| at
+ * most the spread between the two references (llama.cpp <-> exact, over
+ * llama.cpp's top-32) + 20% (two implementations that differ only in
+ * rounding land up to 1.15x the spread apart: zerolayer's AVX2 build vs
+ * llama.cpp on qwen2.5-coder-0.5b); top-1 agreement at least the spread's
+ * less 2.5 points; a greedy step may differ only below the 99th percentile
+ * of |llama.cpp - exact| on the top-2 margin; perplexity within 0.5% of
+ * llama-perplexity. */
+#include "fidelity.h"
+
+/* spread 0.0933, top-1 96.9%; |d margin| p99 0.384 */
+static const fid_bounds k_qwen05 = {
+    .model = "qwen2.5-coder-0.5b",
+    .mean_llama = 0.112, .top1_llama = 0.94, .mean_exact = 0.112, .top1_exact = 0.94,
+    .exact_positions = 32, .greedy_margin = 0.40, .ppl_rel = 0.005,
+};
+
+Test(real_qwen05, logits, .timeout = 1200) { fid_logits(&k_qwen05); }
+Test(real_qwen05, greedy, .timeout = 1200) { fid_greedy(&k_qwen05); }
+Test(real_qwen05, perplexity, .timeout = 1200) { fid_perplexity(&k_qwen05); }

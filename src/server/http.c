@@ -67,12 +67,8 @@ enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j, const char *serv
     return ret;
 }
 
-enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+/* The error body in the caller's API shape, and its status. */
+static json_t *error_json(const zl_req *r, zl_ekind kind, const char *param, const char *msg, int *status_out) {
     static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500};
     static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500};
     static const char *const t_oai[] = {"invalid_request_error", "authentication_error", "invalid_request_error",
@@ -94,7 +90,68 @@ enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, cons
                       param && *param ? json_string(param) : json_null(), "code",
                       c_oai[kind] ? json_string(c_oai[kind]) : json_null());
     }
+    *status_out = status;
+    return j;
+}
+
+enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int status;
+    json_t *j = error_json(r, kind, param, msg, &status);
     return zl_reply_json(r, status, j, NULL);
+}
+
+/* A body that passes the limit while it is being read (chunked): MHD queues
+ * responses only before the body or after all of it, so the 413 is written
+ * to the socket here and the connection is then closed (MHD_NO).  What the
+ * client still sends is drained for a short, bounded while first, so the
+ * close does not reset the connection before the client read the reply. */
+static enum MHD_Result reply_too_large_mid_body(zl_req *r) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes", r->srv->o.max_body);
+    int status;
+    json_t *j = error_json(r, ZL_E_TOO_LARGE, NULL, msg, &status);
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    r->status = status;
+    if (r->fd < 0 || !body) { free(body); return MHD_NO; }
+    char head[256];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 %d Content Too Large\r\nServer: zerolayer/" ZEROLAYER_VERSION
+                      "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                      status, strlen(body));
+    zl_buf out = {0};
+    zl_buf_put(&out, head, (size_t)hn);
+    zl_buf_puts(&out, body);
+    free(body);
+    for (size_t off = 0; !out.oom && off < out.n;) {
+        ssize_t w = send(r->fd, out.p + off, out.n - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) {
+            struct pollfd p = {r->fd, POLLOUT, 0};
+            if (poll(&p, 1, 1000) <= 0) break;
+            continue;
+        }
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    zl_buf_free(&out);
+    shutdown(r->fd, SHUT_WR);
+    char sink[16384];
+    size_t drained = 0;
+    double t0 = zl_now_ms();
+    while (drained < ((size_t)1 << 20) && zl_now_ms() - t0 < 500) {
+        struct pollfd p = {r->fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t n = recv(r->fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
+        if (n > 0) drained += (size_t)n;
+    }
+    return MHD_NO;
 }
 
 int zl_conn_alive(int fd) {
@@ -626,17 +683,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->fd = -1;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) r->fd = ci->connect_fd;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) r->too_large = 1;
         *con_cls = r;
+        /* The headers are in, the body is not: an announced body over the
+         * limit is answered now (401/404 first where they apply, else 413),
+         * so it is never read, and no `100 Continue` goes out for it (MHD
+         * sends one only while no response is queued). */
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) {
+            r->too_large = 1;
+            r->url = url;
+            return dispatch(r, method);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!r->too_large && r->body.n + *upload_size > srv->o.max_body) {
+        if (r->body.n + *upload_size > srv->o.max_body) {
+            /* a chunked body that passes the limit: stop reading and answer */
             r->too_large = 1;
             zl_buf_free(&r->body);
+            if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+            return reply_too_large_mid_body(r);
         }
-        if (!r->too_large) zl_buf_put(&r->body, upload, *upload_size);
+        zl_buf_put(&r->body, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -648,15 +716,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         long v;
         r->stream_buffer = ctl_int(sb, 0, 1 << 20, &v) ? -1 : (int)v; /* -1: rejected by dispatch */
     }
+    /* the request is in: from here until it is answered the connection is
+     * busy, not idle (a long generation, gaps between stream events); the
+     * idle timeout comes back for keep-alive in on_completed */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     if (r->body.oom) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
     return dispatch(r, method);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls;
-    (void)conn;
+    zl_srv *srv = cls;
     zl_req *r = *con_cls;
     if (!r) return;
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, srv->idle_timeout_s);
     int status = r->status;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499; /* client closed */
     if (status) zl_metrics_request(r->route, status, (zl_now_ms() - r->t_start) / 1e3);
@@ -722,9 +794,20 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
         free(srv);
         return zl_errf(err, ZL_EINVAL, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
     }
+    /* One address may hold conns_per_ip connections of the max_conns in all,
+     * so a client opening many (a slowloris) cannot lock others out; a
+     * connection that sends nothing for idle_timeout seconds (partial
+     * headers, a stalled body, an idle keep-alive) is closed.  A request
+     * being answered is not idle: its thread is inside the handler or the
+     * stream's reader, and MHD counts the time from the last byte moved. */
+    unsigned max_conns = o->max_conns > 0 ? (unsigned)o->max_conns : 1024;
+    unsigned per_ip = o->conns_per_ip > 0 ? (unsigned)o->conns_per_ip : 64;
+    unsigned idle = o->idle_timeout_s > 0 ? (unsigned)o->idle_timeout_s : 30;
+    srv->idle_timeout_s = idle;
     srv->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, sa,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-                              (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+                              MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+                              MHD_OPTION_END);
     if (!srv->d) {
         zl_sched_free(srv->sched);
         zl_sessions_free(srv->sessions);

@@ -11,7 +11,8 @@
  * tenant, so another tenant's batch is "not found" on get, results, cancel
  * and absent from its list.  Ended batches are dropped after the retention
  * time; a tenant holds at most batches_per_tenant batches (at the bound its
- * oldest ended batch gives way, and when none has ended a new one is 429).
+ * oldest ended batch gives way, and when none has ended a new one is 429),
+ * and the server at most ZL_BATCHES_TOTAL, the same way.
  * The requests' sequences go back through the scheduler, which zeroes their
  * KV before freeing it (sched.h). */
 #include <stdlib.h>
@@ -20,6 +21,9 @@
 #include <time.h>
 
 #include "anthropic.h"
+
+/* Batches the server holds at once, all tenants together. */
+#define ZL_BATCHES_TOTAL 1024
 
 typedef struct batch {
     char id[64];
@@ -211,14 +215,15 @@ static void prune(struct zl_batches *bs, const zl_srv *srv) {
     }
 }
 
-/* Under the mutex: room for one more batch of `tenant` (dropping its oldest
- * ended batch at the bound)?  0 when the tenant's batches are all running. */
-static int make_room(struct zl_batches *bs, const zl_srv *srv, const char *tenant) {
-    int max = srv->o.batches_per_tenant > 0 ? srv->o.batches_per_tenant : 64, n = 0;
+/* Under the mutex: drop the oldest ended batch of `tenant` (NULL: of any
+ * tenant) when it holds `max` batches or more.  0 when it is at the bound
+ * and none of them has ended. */
+static int bound(struct zl_batches *bs, const char *tenant, int max) {
+    int n = 0;
     batch **oldest = NULL;
     for (batch **pp = &bs->head; *pp; pp = &(*pp)->next) {
         batch *b = *pp;
-        if (strcmp(b->tenant, tenant)) continue;
+        if (tenant && strcmp(b->tenant, tenant)) continue;
         n++;
         if (b->ended_flag && (!oldest || b->ended <= (*oldest)->ended)) oldest = pp;
     }
@@ -229,6 +234,13 @@ static int make_room(struct zl_batches *bs, const zl_srv *srv, const char *tenan
     pthread_join(b->thread, NULL);
     batch_free(b);
     return 1;
+}
+
+/* Room for one more batch of `tenant`: its own bound, then the server's
+ * (tenants without API keys are only what the clients say they are). */
+static int make_room(struct zl_batches *bs, const zl_srv *srv, const char *tenant) {
+    int per = srv->o.batches_per_tenant > 0 ? srv->o.batches_per_tenant : 64;
+    return bound(bs, tenant, per) && bound(bs, NULL, ZL_BATCHES_TOTAL);
 }
 
 typedef struct { const char *s; int i; } cid_ref;

@@ -183,11 +183,21 @@ void zl_sse_event(zl_sse *s, const char *event, json_t *data) {
     free(d);
 }
 
+/* Restart the connection's idle clock (MHD restarts it when the timeout goes
+ * from 0 to a value): called when the handler is done and whenever a stream
+ * has produced bytes, so time spent waiting for the engine never counts as
+ * idle, while a client that stops reading still is. */
+static void idle_clock_restart(struct MHD_Connection *conn, unsigned idle_s) {
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, idle_s);
+}
+
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     zl_sse *s = cls;
     (void)pos;
     for (;;) {
         if (s->pos < s->out.n) {
+            idle_clock_restart(s->conn, s->idle_s);
             size_t n = s->out.n - s->pos;
             if (n > max) n = max;
             memcpy(buf, s->out.p + s->pos, n);
@@ -223,6 +233,8 @@ static void sse_free(void *cls) {
 
 enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s) {
     s->fd = r->fd;
+    s->conn = r->conn;
+    s->idle_s = r->srv->idle_timeout_s;
     s->diag_full = r->diag_full;
     if (r->sess_id[0]) {
         s->sess_store = r->srv->sessions;
@@ -668,6 +680,39 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
     return ret;
 }
 
+/* Percent-decoding of the URL (MHD_OPTION_UNESCAPE_CALLBACK) that leaves
+ * "%00" as it is: a decoded NUL would cut the route ("/health%00.json" would
+ * be "/health"), so such a URL matches no route. */
+static int hexv(int c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }
+
+static size_t url_unescape(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls;
+    (void)conn;
+    char *w = s;
+    for (const char *p = s; *p; p++) {
+        int hi = *p == '%' ? hexv((unsigned char)p[1]) : -1, lo = hi >= 0 ? hexv((unsigned char)p[2]) : -1;
+        if (lo >= 0 && (hi | lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - s);
+}
+
+typedef struct { int n; const char *first; int differ; } cl_scan;
+
+static enum MHD_Result cl_count(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    cl_scan *c = cls;
+    (void)kind;
+    if (!key || strcasecmp(key, "Content-Length")) return MHD_YES;
+    if (!c->n++) c->first = value;
+    else if (!value || !c->first || strcmp(value, c->first)) c->differ = 1;
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     zl_srv *srv = cls;
@@ -688,6 +733,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
          * limit is answered now (401/404 first where they apply, else 413),
          * so it is never read, and no `100 Continue` goes out for it (MHD
          * sends one only while no response is queued). */
+        cl_scan cs = {0, NULL, 0};
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, cl_count, &cs);
+        if (cs.differ) { /* which one frames the body is ambiguous (request smuggling) */
+            r->url = url;
+            if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+            return zl_reply_error(r, ZL_E_INVALID, NULL, "conflicting Content-Length headers");
+        }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) {
             r->too_large = 1;
@@ -716,19 +768,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         long v;
         r->stream_buffer = ctl_int(sb, 0, 1 << 20, &v) ? -1 : (int)v; /* -1: rejected by dispatch */
     }
-    /* the request is in: from here until it is answered the connection is
-     * busy, not idle (a long generation, gaps between stream events); the
-     * idle timeout comes back for keep-alive in on_completed */
+    /* the request is in: while the handler works (a long generation) the
+     * connection is busy, not idle; the clock starts again when the reply is
+     * queued, and a stream restarts it whenever it has bytes (sse_read) */
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-    if (r->body.oom) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-    return dispatch(r, method);
+    enum MHD_Result ret = r->body.oom ? zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory") : dispatch(r, method);
+    idle_clock_restart(conn, srv->idle_timeout_s);
+    return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    zl_srv *srv = cls;
+    (void)cls;
+    (void)conn;
     zl_req *r = *con_cls;
     if (!r) return;
-    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, srv->idle_timeout_s);
     int status = r->status;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499; /* client closed */
     if (status) zl_metrics_request(r->route, status, (zl_now_ms() - r->t_start) / 1e3);
@@ -797,9 +850,9 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     /* One address may hold conns_per_ip connections of the max_conns in all,
      * so a client opening many (a slowloris) cannot lock others out; a
      * connection that sends nothing for idle_timeout seconds (partial
-     * headers, a stalled body, an idle keep-alive) is closed.  A request
-     * being answered is not idle: its thread is inside the handler or the
-     * stream's reader, and MHD counts the time from the last byte moved. */
+     * headers, a stalled body, an idle keep-alive, a reply the client stops
+     * reading) is closed.  Waiting for the engine is not idle: the clock is
+     * off while the handler runs and restarts whenever a stream has bytes. */
     unsigned max_conns = o->max_conns > 0 ? (unsigned)o->max_conns : 1024;
     unsigned per_ip = o->conns_per_ip > 0 ? (unsigned)o->conns_per_ip : 64;
     unsigned idle = o->idle_timeout_s > 0 ? (unsigned)o->idle_timeout_s : 30;
@@ -807,7 +860,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     srv->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, sa,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT, idle,
                               MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-                              MHD_OPTION_END);
+                              MHD_OPTION_UNESCAPE_CALLBACK, url_unescape, NULL, MHD_OPTION_END);
     if (!srv->d) {
         zl_sched_free(srv->sched);
         zl_sessions_free(srv->sessions);

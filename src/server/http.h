@@ -87,6 +87,8 @@ typedef struct zl_sse {
     size_t pos;
     int finished;
     int fd;
+    struct MHD_Connection *conn;
+    unsigned idle_s; /* the server's idle timeout, restarted whenever bytes are ready */
     int diag_full;
     char server_timing[256]; /* sent as a trailer when set before finishing */
     void (*produce)(struct zl_sse *s, int timeout_ms);

@@ -16,6 +16,8 @@ a minute.  Checks:
     `Expect: 100-continue` with an oversized length gets 413, never 100; a
     chunked body is cut off with 413 once it passes --max-body; an absurd
     chunk size does not hold the connection past the idle timeout.
+  * a URL with "%00" matches no route; two different Content-Length headers
+    are a 400.
   * one address holding 1,100 connections with partial headers does not lock
     out a second client (127.0.0.2), and its connections are closed after
     --idle-timeout; a stream whose tokens are further apart than the idle
@@ -296,6 +298,19 @@ def t_absurd_chunk():
     expect(status(out) in (None, 400, 413), "absurd chunk: %r" % out[:120])
 
 
+def t_strict_routes_and_length():
+    for path in ("/health%00.json", "/health%00", "/v1/models%00x"):
+        out = raw(A, ("GET %s HTTP/1.1\r\nHost: x\r\nx-api-key: %s\r\nConnection: close\r\n\r\n" % (path, KA)).encode())
+        expect(status(out) == 404, "%s: %r" % (path, out[:120]))
+    out = raw(A, b"GET /health%2e HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    expect(status(out) == 404, "a decoded URL still routes by its decoded form: %r" % out[:120])
+    out = raw(A, b"GET /healt%68 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    expect(status(out) == 200, "percent-decoding lost: %r" % out[:120])
+    body = b'{"model":"x","max_tokens":2,"messages":[{"role":"user","content":"Hi"}]}'
+    out = raw(A, head("/v1/messages", "Content-Length: %d\r\nContent-Length: 5\r\nConnection: close\r\n" % len(body)) + body)
+    expect(status(out) == 400 and b"Content-Length" in out, "two conflicting Content-Length: %r" % out[:200])
+
+
 def t_slowloris():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 2400:
@@ -371,6 +386,7 @@ try:
     check("announced oversized body: 413 at once, never 100 Continue", t_oversized_announced)
     check("chunked body past --max-body: cut off with 413", t_oversized_chunked)
     check("absurd chunk size: bounded by the idle timeout", t_absurd_chunk)
+    check("strict routes (no decoded NUL) and Content-Length (no conflicting pair)", t_strict_routes_and_length)
     check("1,100 partial-header connections from one address do not lock out another", t_slowloris)
     check("a stream and a request longer than the idle timeout are not cut", t_long_requests_survive_idle_timeout)
 finally:

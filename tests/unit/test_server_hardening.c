@@ -37,7 +37,11 @@ static void *volatile watch_ptr[2];
 static volatile size_t watch_size; /* 0: off; else blocks whose usable size is in [size, size + 64) */
 static atomic_int seen, dirty;
 
-static void watch_check(void *p, size_t n) {
+/* Not instrumented: a sanitizer runtime frees (through dlsym) before its
+ * shadow memory exists. */
+#define ZL_NO_SAN __attribute__((no_sanitize("address", "undefined")))
+
+ZL_NO_SAN static void watch_check(void *p, size_t n) {
     const unsigned char *b = p;
     size_t i = 0;
     while (i < n && !b[i]) i++;
@@ -45,10 +49,15 @@ static void watch_check(void *p, size_t n) {
     if (i < n) atomic_fetch_add(&dirty, 1);
 }
 
-void free(void *p) {
+ZL_NO_SAN void free(void *p) {
     if (!real_free) {
-        if (atomic_exchange(&resolving, 1)) return; /* dlsym freeing while it resolves: leak that one block */
-        real_free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+        /* dlsym itself may free (its error buffer), also while a sanitizer
+         * runtime starts: such a block is left alone */
+        if (atomic_exchange(&resolving, 1)) return;
+        void (*f)(void *) = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+        atomic_store(&resolving, 0);
+        if (!f) return;
+        real_free = f;
     }
     if (p) {
         if (p == watch_ptr[0] || p == watch_ptr[1]) watch_check(p, watch_size);

@@ -4,13 +4,17 @@
 #               but the tests labelled real-large
 #   make test-real  fetch every model of tools/models.tsv, run the real-large tests
 #   make asan   the suite under AddressSanitizer + UBSan
+#   make fuzz   the libFuzzer targets of tests/fuzz (clang), each FUZZ_SECONDS (default 60)
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = gguf tokenizer anthropic
 JOBS       ?= $(shell nproc)
 DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs
 ZL          = $(BUILD)/bin/zerolayer
 
-.PHONY: all build run test test-real asan deps clean
+.PHONY: all build run test test-real asan fuzz deps clean
 
 all: build
 
@@ -47,5 +51,19 @@ asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1 -E 'perf|compat'
 
+# new inputs go to $(FUZZ_BUILD)/corpus/NAME; crashes to $(FUZZ_BUILD)/crash-* (add them to tests/fuzz/corpus/NAME)
+fuzz:
+	@if ! command -v clang >/dev/null 2>&1; then \
+	  echo "make fuzz: SKIPPED, clang is not installed (apt-get install clang): the libFuzzer targets did not run."; \
+	  echo "make fuzz: (make test still replays their corpora with variants: ctest -R fuzz_replay)"; exit 0; fi
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DZL_FUZZ=ON -DZL_WERROR=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+	  dict=; case $$t in gguf) dict=-dict=tests/fuzz/gguf.dict;; anthropic) dict=-dict=tests/fuzz/json.dict;; esac; \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  (cd $(FUZZ_BUILD) && ./tests/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
+	     $$(echo $$dict | sed 's|=|=$(CURDIR)/|') corpus/$$t $(CURDIR)/tests/fuzz/corpus/$$t) || exit 1; \
+	done
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

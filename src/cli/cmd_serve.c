@@ -35,6 +35,12 @@ static void serve_usage(FILE *f) {
           "  --session-kv-mb N       KV memory all idle sessions may hold; LRU eviction beyond (default 1024)\n"
           "  --prefix-cache-mb N     tenant-isolated prefix cache size (default 256; 0 = off)\n"
           "  --session-secret-file F HMAC key for session tokens (default: random per start)\n"
+          "  --batch-retention S     seconds an ended message batch is kept (default 3600)\n"
+          "  --batches-per-tenant N  message batches one tenant holds (default 64; 429 when all run)\n"
+          "  --max-conns N           connections at once, all clients (default 1024)\n"
+          "  --conns-per-ip N        connections at once from one address (default 64)\n"
+          "  --idle-timeout S        close a connection that sends nothing for S seconds, e.g. partial\n"
+          "                          headers (default 30; requests being answered are never cut)\n"
           "  --compute PRESET        default controls: exact (full KV, ring off), balanced (full KV + lookup\n"
           "                          ring 5), aggressive (anchor KV at 25% of the context + lookup ring)\n"
           "  --spec lookup|draft|off default verification ring (lossless speculative decoding; default off);\n"
@@ -91,7 +97,17 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("--ring", 1, 16, ring)
         NEXT_INT("--draft-layers", 1, 100000, draft_layers)
         NEXT_INT("--kv-layer-max", 1, 1 << 24, layer_max)
+        NEXT_INT("--batches-per-tenant", 1, 1 << 20, o.batches_per_tenant)
+        NEXT_INT("--max-conns", 1, 1 << 20, o.max_conns)
+        NEXT_INT("--conns-per-ip", 1, 1 << 20, o.conns_per_ip)
+        NEXT_INT("--idle-timeout", 1, 86400, o.idle_timeout_s)
 #undef NEXT_INT
+        if (!strcmp(a, "--batch-retention")) {
+            if (cli_int(a, v, 1, 1L << 30, &x)) { free(keys); return 1; }
+            o.batch_retention_s = (double)x;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--session-ttl") || !strcmp(a, "--prefill-idle")) {
             char *end = NULL;
             double d = v ? strtod(v, &end) : 0;

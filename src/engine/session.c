@@ -18,7 +18,7 @@
 #define TOMBSTONE_MS (10 * 60 * 1000.0)
 
 typedef struct sess {
-    char id[80], tenant[128];
+    char id[80], tenant[ZL_SESS_TENANT_MAX];
     zl_sess_status state;   /* OK while live, else why it is gone */
     double created_unix;
     double last_used;       /* monotonic ms */
@@ -59,7 +59,7 @@ struct zl_sessions {
 
 typedef struct hook_ud {
     zl_sessions *s;
-    char tenant[128], id[80];
+    char tenant[ZL_SESS_TENANT_MAX], id[80];
     int has_id, prefill;
 } hook_ud;
 
@@ -300,6 +300,7 @@ const zl_sessions_opts *zl_sessions_get_opts(const zl_sessions *s) { return &s->
 
 zl_sess_status zl_sessions_create(zl_sessions *s, const char *id, const char *tenant, double created_unix,
                                   zl_session_info *info) {
+    if (strlen(tenant) >= ZL_SESS_TENANT_MAX) return ZL_SESS_TENANT; /* never cut: two tenants would become one */
     sess *x = calloc(1, sizeof *x);
     if (!x) return ZL_SESS_LIMIT;
     snprintf(x->id, sizeof x->id, "%s", id);
@@ -558,6 +559,7 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
 }
 
 int zl_sessions_hook_job(zl_sessions *s, zl_job *j, const char *tenant, const char *id, int prefill) {
+    if (tenant && strlen(tenant) >= ZL_SESS_TENANT_MAX) return ZL_EINVAL; /* never cut */
     hook_ud *h = calloc(1, sizeof *h);
     if (!h) return ZL_ENOMEM;
     h->s = s;

@@ -26,6 +26,10 @@
 #include "prefix_cache.h"
 #include "sched.h"
 
+/* Tenant strings are shorter than this; longer ones are refused, never cut
+ * (two tenants sharing the first bytes must not become one). */
+#define ZL_SESS_TENANT_MAX 128
+
 typedef struct zl_sessions zl_sessions;
 
 typedef struct zl_sessions_opts {

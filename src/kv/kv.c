@@ -59,8 +59,13 @@ int zl_kv_new(zl_kv **out, int n_layers, int n_ctx, int kv_dim, zl_type type, zl
     return 0;
 }
 
+/* A freed cache never hands its rows to the next allocation: the rows that
+ * were written are zeroed before heap memory goes back to malloc.  Mapped
+ * memory goes back to the kernel, which zero-fills pages before any reuse,
+ * so it is unmapped as it is. */
 void zl_kv_free(zl_kv *kv) {
     if (!kv) return;
+    if (!kv->mapped && kv->k && kv->v) zl_kv_truncate(kv, 0);
     kv_mem_free(kv->k, kv->mapped);
     kv_mem_free(kv->v, kv->mapped);
     free(kv->score_part);

@@ -115,6 +115,8 @@ int zl_ant_parse(zl_srv *srv, json_t *b, int count_only, zl_ant_req *q, zl_verr 
         json_t *c = json_object_get(m, "content");
         if (!c || json_is_null(c)) return zl_verr_set(e, cf, "%s: field required", cf);
         if (ant_text(c, cf, &q->texts[i], e) < 0) return -1;
+        if (json_is_array(c) && !json_array_size(c) && !(i + 1 == nm && !strcmp(role, "assistant")))
+            return zl_verr_set(e, cf, "%s: must not be empty (only the final assistant message may be)", cf);
         zl_buf_puts(&q->texts[i], "");
         q->msgs[k++] = (zl_chat_msg){role, q->texts[i].p};
     }

@@ -393,7 +393,11 @@ enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
         char cf[80];
         snprintf(cf, sizeof cf, "%s.content", f);
         json_t *c = json_object_get(m, "content");
-        if (!c && strcmp(role, "assistant")) { ret = zl_reply_error(r, ZL_E_INVALID, cf, "%s: field required", cf); goto out; }
+        if ((!c || json_is_null(c)) && strcmp(role, "assistant")) { /* only an assistant turn may have none */
+            ret = zl_reply_error(r, ZL_E_INVALID, cf, c ? "%s: must not be null for role '%s'" : "%s: field required%.0s",
+                                 cf, role);
+            goto out;
+        }
         if (c && parse_content(c, cf, &texts[i], &e) < 0) { ret = zl_reply_error(r, ZL_E_INVALID, e.param, "%s", e.msg); goto out; }
         zl_buf_puts(&texts[i], "");
         cm[i].role = !strcmp(role, "developer") ? "system" : role;

@@ -67,12 +67,8 @@ enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j, const char *serv
     return ret;
 }
 
-enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+/* The error body in the caller's API shape, and its status. */
+static json_t *error_json(const zl_req *r, zl_ekind kind, const char *param, const char *msg, int *status_out) {
     static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500};
     static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500};
     static const char *const t_oai[] = {"invalid_request_error", "authentication_error", "invalid_request_error",
@@ -94,7 +90,68 @@ enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, cons
                       param && *param ? json_string(param) : json_null(), "code",
                       c_oai[kind] ? json_string(c_oai[kind]) : json_null());
     }
+    *status_out = status;
+    return j;
+}
+
+enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int status;
+    json_t *j = error_json(r, kind, param, msg, &status);
     return zl_reply_json(r, status, j, NULL);
+}
+
+/* A body that passes the limit while it is being read (chunked): MHD queues
+ * responses only before the body or after all of it, so the 413 is written
+ * to the socket here and the connection is then closed (MHD_NO).  What the
+ * client still sends is drained for a short, bounded while first, so the
+ * close does not reset the connection before the client read the reply. */
+static enum MHD_Result reply_too_large_mid_body(zl_req *r) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes", r->srv->o.max_body);
+    int status;
+    json_t *j = error_json(r, ZL_E_TOO_LARGE, NULL, msg, &status);
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    r->status = status;
+    if (r->fd < 0 || !body) { free(body); return MHD_NO; }
+    char head[256];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 %d Content Too Large\r\nServer: zerolayer/" ZEROLAYER_VERSION
+                      "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                      status, strlen(body));
+    zl_buf out = {0};
+    zl_buf_put(&out, head, (size_t)hn);
+    zl_buf_puts(&out, body);
+    free(body);
+    for (size_t off = 0; !out.oom && off < out.n;) {
+        ssize_t w = send(r->fd, out.p + off, out.n - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) {
+            struct pollfd p = {r->fd, POLLOUT, 0};
+            if (poll(&p, 1, 1000) <= 0) break;
+            continue;
+        }
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    zl_buf_free(&out);
+    shutdown(r->fd, SHUT_WR);
+    char sink[16384];
+    size_t drained = 0;
+    double t0 = zl_now_ms();
+    while (drained < ((size_t)1 << 20) && zl_now_ms() - t0 < 500) {
+        struct pollfd p = {r->fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t n = recv(r->fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
+        if (n > 0) drained += (size_t)n;
+    }
+    return MHD_NO;
 }
 
 int zl_conn_alive(int fd) {
@@ -126,11 +183,21 @@ void zl_sse_event(zl_sse *s, const char *event, json_t *data) {
     free(d);
 }
 
+/* Restart the connection's idle clock (MHD restarts it when the timeout goes
+ * from 0 to a value): called when the handler is done and whenever a stream
+ * has produced bytes, so time spent waiting for the engine never counts as
+ * idle, while a client that stops reading still is. */
+static void idle_clock_restart(struct MHD_Connection *conn, unsigned idle_s) {
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, idle_s);
+}
+
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     zl_sse *s = cls;
     (void)pos;
     for (;;) {
         if (s->pos < s->out.n) {
+            idle_clock_restart(s->conn, s->idle_s);
             size_t n = s->out.n - s->pos;
             if (n > max) n = max;
             memcpy(buf, s->out.p + s->pos, n);
@@ -166,6 +233,8 @@ static void sse_free(void *cls) {
 
 enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s) {
     s->fd = r->fd;
+    s->conn = r->conn;
+    s->idle_s = r->srv->idle_timeout_s;
     s->diag_full = r->diag_full;
     if (r->sess_id[0]) {
         s->sess_store = r->srv->sessions;
@@ -611,6 +680,39 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
     return ret;
 }
 
+/* Percent-decoding of the URL (MHD_OPTION_UNESCAPE_CALLBACK) that leaves
+ * "%00" as it is: a decoded NUL would cut the route ("/health%00.json" would
+ * be "/health"), so such a URL matches no route. */
+static int hexv(int c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }
+
+static size_t url_unescape(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls;
+    (void)conn;
+    char *w = s;
+    for (const char *p = s; *p; p++) {
+        int hi = *p == '%' ? hexv((unsigned char)p[1]) : -1, lo = hi >= 0 ? hexv((unsigned char)p[2]) : -1;
+        if (lo >= 0 && (hi | lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - s);
+}
+
+typedef struct { int n; const char *first; int differ; } cl_scan;
+
+static enum MHD_Result cl_count(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    cl_scan *c = cls;
+    (void)kind;
+    if (!key || strcasecmp(key, "Content-Length")) return MHD_YES;
+    if (!c->n++) c->first = value;
+    else if (!value || !c->first || strcmp(value, c->first)) c->differ = 1;
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     zl_srv *srv = cls;
@@ -626,17 +728,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->fd = -1;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) r->fd = ci->connect_fd;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) r->too_large = 1;
         *con_cls = r;
+        /* The headers are in, the body is not: an announced body over the
+         * limit is answered now (401/404 first where they apply, else 413),
+         * so it is never read, and no `100 Continue` goes out for it (MHD
+         * sends one only while no response is queued). */
+        cl_scan cs = {0, NULL, 0};
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, cl_count, &cs);
+        if (cs.differ) { /* which one frames the body is ambiguous (request smuggling) */
+            r->url = url;
+            if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+            return zl_reply_error(r, ZL_E_INVALID, NULL, "conflicting Content-Length headers");
+        }
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) {
+            r->too_large = 1;
+            r->url = url;
+            return dispatch(r, method);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!r->too_large && r->body.n + *upload_size > srv->o.max_body) {
+        if (r->body.n + *upload_size > srv->o.max_body) {
+            /* a chunked body that passes the limit: stop reading and answer */
             r->too_large = 1;
             zl_buf_free(&r->body);
+            if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+            return reply_too_large_mid_body(r);
         }
-        if (!r->too_large) zl_buf_put(&r->body, upload, *upload_size);
+        zl_buf_put(&r->body, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -648,8 +768,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         long v;
         r->stream_buffer = ctl_int(sb, 0, 1 << 20, &v) ? -1 : (int)v; /* -1: rejected by dispatch */
     }
-    if (r->body.oom) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-    return dispatch(r, method);
+    /* the request is in: while the handler works (a long generation) the
+     * connection is busy, not idle; the clock starts again when the reply is
+     * queued, and a stream restarts it whenever it has bytes (sse_read) */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    enum MHD_Result ret = r->body.oom ? zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory") : dispatch(r, method);
+    idle_clock_restart(conn, srv->idle_timeout_s);
+    return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -722,9 +847,20 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
         free(srv);
         return zl_errf(err, ZL_EINVAL, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
     }
+    /* One address may hold conns_per_ip connections of the max_conns in all,
+     * so a client opening many (a slowloris) cannot lock others out; a
+     * connection that sends nothing for idle_timeout seconds (partial
+     * headers, a stalled body, an idle keep-alive, a reply the client stops
+     * reading) is closed.  Waiting for the engine is not idle: the clock is
+     * off while the handler runs and restarts whenever a stream has bytes. */
+    unsigned max_conns = o->max_conns > 0 ? (unsigned)o->max_conns : 1024;
+    unsigned per_ip = o->conns_per_ip > 0 ? (unsigned)o->conns_per_ip : 64;
+    unsigned idle = o->idle_timeout_s > 0 ? (unsigned)o->idle_timeout_s : 30;
+    srv->idle_timeout_s = idle;
     srv->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, sa,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-                              (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+                              MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+                              MHD_OPTION_UNESCAPE_CALLBACK, url_unescape, NULL, MHD_OPTION_END);
     if (!srv->d) {
         zl_sched_free(srv->sched);
         zl_sessions_free(srv->sessions);

@@ -28,6 +28,7 @@ typedef struct zl_srv {
     zl_sessions *sessions;        /* sessions + prefix cache (api_sessions.c) */
     unsigned char sess_secret[32]; /* HMAC key of session tokens */
     size_t sess_secret_len;
+    unsigned idle_timeout_s; /* MHD connection timeout between requests */
 } zl_srv;
 
 typedef enum { ZL_API_OPENAI = 0, ZL_API_ANTHROPIC = 1 } zl_api;
@@ -86,6 +87,8 @@ typedef struct zl_sse {
     size_t pos;
     int finished;
     int fd;
+    struct MHD_Connection *conn;
+    unsigned idle_s; /* the server's idle timeout, restarted whenever bytes are ready */
     int diag_full;
     char server_timing[256]; /* sent as a trailer when set before finishing */
     void (*produce)(struct zl_sse *s, int timeout_ms);
@@ -145,6 +148,16 @@ enum MHD_Result zl_api_metrics(zl_req *r);
 enum MHD_Result zl_api_tokenize(zl_req *r, json_t *body);
 enum MHD_Result zl_api_detokenize(zl_req *r, json_t *body);
 enum MHD_Result zl_api_preheat(zl_req *r);
+
+/* Tenants (api_sessions.c): what every stored object (sessions, cached
+ * prefixes, message batches) is owned by.  "key:<sha256 hex>" of the API key
+ * when keys are configured, else "user:<sha256 hex>" of the user id, else
+ * "anonymous": a fixed-size digest of the whole identity, never cut. */
+#define ZL_TENANT_CAP 72
+void zl_tenant_derive(const char *api_key /* NULL: no keys */, const char *user, char out[ZL_TENANT_CAP]);
+/* The tenant of a request; user: the body's user field (NULL: the
+ * X-Zerolayer-User header). */
+void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]);
 
 /* Sessions (api_sessions.c). */
 enum MHD_Result zl_api_sessions(zl_req *r, const char *method);

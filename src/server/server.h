@@ -31,6 +31,14 @@ typedef struct zl_server_opts {
     size_t session_kv_budget;     /* bytes, 1 GiB */
     long long prefix_cache_bytes; /* 256 MiB; < 0: off */
     const char *session_secret_file; /* NULL: random per start */
+    /* message batches (0: defaults) */
+    double batch_retention_s; /* an ended batch is dropped after this (3600) */
+    int batches_per_tenant;   /* 64 */
+    /* connections (0: defaults) */
+    int max_conns;          /* all connections at once (1024) */
+    int conns_per_ip;       /* connections from one address (64) */
+    int idle_timeout_s;     /* a connection that sends nothing this long is closed (30); a request
+                               being answered (a stream, a long generation) is not idle */
 } zl_server_opts;
 
 /* Serve until SIGINT/SIGTERM.  Returns 0 or an error code with *err. */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../base/cpu.h"
 #include "../engine/spec.h"
 #include "cli.h"
 #include "zerolayer.h"
@@ -132,8 +133,8 @@ int cmd_run(int argc, char **argv) {
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     if (preheat) zl_llm_preheat(llm, cli_progress, "preheat");
     double t_load = now_s() - t0;
-    fprintf(stderr, "zerolayer: %s (%d threads, loaded in %.0f ms)\n", zl_llm_desc(llm), zl_llm_n_threads(llm),
-            t_load * 1e3);
+    fprintf(stderr, "zerolayer: %s (%d threads, isa %s, loaded in %.0f ms)\n", zl_llm_desc(llm),
+            zl_llm_n_threads(llm), zl_isa_name(zl_cpu_isa()), t_load * 1e3);
     zl_kv_policy_kind pk;
     if (cli_kv_policy(kv_policy, &pk)) { zl_llm_close(llm); return 1; }
     int32_t *ids = NULL;

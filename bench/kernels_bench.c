@@ -5,9 +5,8 @@
  * in the last-level cache), and "stream", cycling through enough copies to
  * exceed the caches, which is what decode of a real model sees.
  *
- *   cmake --build build --target zerolayer
- *   cc -O2 -std=c11 -D_GNU_SOURCE -Isrc bench/kernels_bench.c build/libzerolayer.a -lpthread -lm -o /tmp/kbench
- *   /tmp/kbench [rows cols threads stream_MiB types]  (default 5632 2048 1 1024 and the list below)
+ *   cmake --build build --target kernels_bench     (a CMake target, part of the default build)
+ *   build/bin/kernels_bench [rows cols threads stream_MiB types]  (default 5632 2048 1 1024 and the list below)
  *
  * types: comma-separated names (Q4_1,Q5_0) to time only those. *
  * ZL_ISA=scalar|avx2|avx512 caps the kernel level. */

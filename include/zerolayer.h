@@ -125,6 +125,12 @@ typedef enum { ZL_KV_POLICY_FULL = 0, ZL_KV_POLICY_WINDOW = 1, ZL_KV_POLICY_ANCH
  * anchor: sinks + marked anchors + heavy hitters (attention received) + a
  * recent window.  budget: most tokens kept (0 = n_ctx; larger is clamped). */
 int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *err);
+/* The policies' names ("full", "window", "anchor"); the one table is the KV
+ * layer's.  from_name: 0, or -1 (kind untouched) for an unknown name. */
+const char *zl_kv_policy_name(zl_kv_policy_kind kind);
+int zl_kv_policy_from_name(const char *name, zl_kv_policy_kind *kind);
+/* "full, window or anchor", for messages that list the choices. */
+const char *zl_kv_policy_names(void);
 typedef struct zl_kv_stats {
     int cached, budget, anchors;
     uint64_t evicted;

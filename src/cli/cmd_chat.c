@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../base/clock.h"
 #include "../server/chat_template.h"
 #include "cli.h"
 #include "zerolayer.h"
@@ -65,12 +66,6 @@ static void conv_clear(conv *c, int keep) {
     c->n = keep;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* One answer: render, evaluate what the cache lacks, stream until the end of
  * the turn.  The reply's text is appended to *reply (malloc'd).  0 or 1. */
 static int answer(zl_llm *llm, zl_seq *seq, const zl_chat_fmt *fmt, const conv *c, long n_max, char **reply,
@@ -94,14 +89,14 @@ static int answer(zl_llm *llm, zl_seq *seq, const zl_chat_fmt *fmt, const conv *
                         zl_seq_n_ctx(seq));
     }
     zl_seq_truncate(seq, common);
-    double t0 = now_s();
+    double t0 = zl_now_s();
     rc = zl_seq_eval(seq, ids + common, (int)n_ids - common, 0, NULL, &err);
-    double t_prefill = now_s() - t0;
+    double t_prefill = zl_now_s() - t0;
     free(ids);
     if (rc) return cli_fail("%s", err.msg);
     zl_stream *st;
     if (zl_stream_new(&st, llm, 1, &err)) return cli_fail("%s", err.msg);
-    double t1 = now_s();
+    double t1 = zl_now_s();
     int produced = 0, done = 0;
     *reply_len = 0;
     while (!rc && !done && produced < n_max && zl_seq_room(seq) > 0) {
@@ -139,7 +134,7 @@ static int answer(zl_llm *llm, zl_seq *seq, const zl_chat_fmt *fmt, const conv *
     fputc('\n', stdout);
     fflush(stdout);
     zl_stream_free(st);
-    double t_gen = now_s() - t1;
+    double t_gen = zl_now_s() - t1;
     if (rc) return cli_fail("%s", err.msg[0] ? err.msg : "out of memory");
     fprintf(stderr, "zerolayer: %d new prompt tokens (%d cached) in %.0f ms; %d tokens in %.0f ms (%.1f tok/s)%s\n",
             (int)n_ids - common, common, t_prefill * 1e3, produced, t_gen * 1e3,

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../base/clock.h"
+#include "../base/cpu.h"
 #include "../engine/spec.h"
 #include "../server/chat_template.h"
 #include "cli.h"
@@ -53,12 +55,6 @@ static const char *k_usage =
     "  --kv-budget B   tokens kept under a bounded policy: a count, or a fraction of the context (0.25)\n"
     "  --kv-layer-max N  most tokens one layer keeps under a bounded policy (default: the context); set\n"
     "                  it to the context the model was trained on when its file claims more\n";
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt = "";
@@ -134,13 +130,13 @@ int cmd_run(int argc, char **argv) {
         return cli_fail("--draft-model/--draft-layers need --spec draft");
     zl_err err = {0};
     zl_llm_opts lo = {(int)threads, no_mmap, mlock, 0, prefetch ? (int)prefetch : -1, (int)layer_max};
-    double t0 = now_s();
+    double t0 = zl_now_s();
     zl_llm *llm;
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     if (preheat) zl_llm_preheat(llm, cli_progress, "preheat");
-    double t_load = now_s() - t0;
-    fprintf(stderr, "zerolayer: %s (%d threads, loaded in %.0f ms)\n", zl_llm_desc(llm), zl_llm_n_threads(llm),
-            t_load * 1e3);
+    double t_load = zl_now_s() - t0;
+    fprintf(stderr, "zerolayer: %s (%d threads, isa %s, loaded in %.0f ms)\n", zl_llm_desc(llm),
+            zl_llm_n_threads(llm), zl_isa_name(zl_cpu_isa()), t_load * 1e3);
     zl_kv_policy_kind pk;
     if (cli_kv_policy(kv_policy, &pk)) { zl_llm_close(llm); return 1; }
     if (system && !chat) { zl_llm_close(llm); return cli_fail("--system needs --chat"); }
@@ -234,9 +230,9 @@ int cmd_run(int argc, char **argv) {
         zl_seq_free(seq); free(ids); zl_llm_close(llm);
         return cli_fail("%s", err.msg);
     }
-    double t1 = now_s();
+    double t1 = zl_now_s();
     int rc = zl_seq_eval_anchored(seq, ids, anchor, (int)n_ids, 0, NULL, &err);
-    double t_prefill = now_s() - t1, t2 = now_s();
+    double t_prefill = zl_now_s() - t1, t2 = zl_now_s();
     int produced = 0, done = 0;
     while (!rc && !done && (n_gen < 0 || produced < n_gen) && zl_seq_room(seq) > 0) {
         int32_t toks[17];
@@ -256,7 +252,7 @@ int cmd_run(int argc, char **argv) {
     if (len) fwrite(txt, 1, len, stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    double t_gen = now_s() - t2;
+    double t_gen = zl_now_s() - t2;
     if (rc) fprintf(stderr, "zerolayer: %s\n", err.msg);
     fprintf(stderr, "zerolayer: prompt %zu tokens in %.1f ms (%.1f tok/s); generated %d tokens in %.1f ms (%.1f tok/s)\n",
             n_ids, t_prefill * 1e3, n_ids / (t_prefill > 0 ? t_prefill : 1e-9), produced, t_gen * 1e3,

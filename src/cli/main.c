@@ -85,10 +85,8 @@ void cli_progress(size_t done, size_t total, void *label) {
 }
 
 int cli_kv_policy(const char *name, zl_kv_policy_kind *kind) {
-    if (!strcmp(name, "full")) *kind = 0;
-    else if (!strcmp(name, "window")) *kind = 1;
-    else if (!strcmp(name, "anchor")) *kind = 2;
-    else return cli_fail("--kv-policy must be full, window or anchor (got '%s')", name);
+    if (zl_kv_policy_from_name(name, kind))
+        return cli_fail("--kv-policy must be %s (got '%s')", zl_kv_policy_names(), name);
     return 0;
 }
 

@@ -196,6 +196,22 @@ const int32_t *zl_seq_tokens(const zl_seq *s, int *n) {
     return s->tokens;
 }
 
+/* The public enum is the KV layer's, value for value. */
+_Static_assert(ZL_KV_POLICY_FULL == (int)ZL_KVP_FULL && ZL_KV_POLICY_WINDOW == (int)ZL_KVP_WINDOW &&
+                   ZL_KV_POLICY_ANCHOR == (int)ZL_KVP_ANCHOR && ZL_KVP_COUNT == 3,
+               "zl_kv_policy_kind and zl_kvp_kind must agree");
+
+const char *zl_kv_policy_name(zl_kv_policy_kind kind) { return zl_kvp_name((zl_kvp_kind)kind); }
+
+int zl_kv_policy_from_name(const char *name, zl_kv_policy_kind *kind) {
+    zl_kvp_kind k;
+    if (zl_kvp_from_name(name, &k)) return -1;
+    *kind = (zl_kv_policy_kind)k;
+    return 0;
+}
+
+const char *zl_kv_policy_names(void) { return zl_kvp_names(); }
+
 int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *err) {
     zl_kv_policy p = {(zl_kvp_kind)kind, budget, 0, 0};
     /* eviction re-rotates kept keys with one RoPE; sliding-window layers

@@ -78,12 +78,6 @@ struct zl_sched {
     float *lp_scratch;
 };
 
-double zl_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampling, int max_tokens,
                    int n_top_logprobs) {
     zl_job *j = calloc(1, sizeof *j);
@@ -183,13 +177,6 @@ int zl_sched_submit(zl_sched *s, zl_job *j) {
     return 0;
 }
 
-static void deadline(struct timespec *ts, int timeout_ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    ts->tv_sec += timeout_ms / 1000 + ts->tv_nsec / 1000000000L;
-    ts->tv_nsec %= 1000000000L;
-}
-
 /* Under s->mu: wake every reader. */
 static void sched_notify(zl_sched *s) {
     s->progress++;
@@ -197,8 +184,7 @@ static void sched_notify(zl_sched *s) {
 }
 
 void zl_sched_wait(zl_sched *s, int timeout_ms) {
-    struct timespec ts;
-    deadline(&ts, timeout_ms);
+    struct timespec ts = zl_deadline_ms(timeout_ms);
     pthread_mutex_lock(&s->mu);
     pthread_cond_timedwait(&s->out_cv, &s->mu, &ts);
     pthread_mutex_unlock(&s->mu);
@@ -212,8 +198,7 @@ unsigned long long zl_sched_progress(zl_sched *s) {
 }
 
 void zl_sched_wait_since(zl_sched *s, unsigned long long seen, int timeout_ms) {
-    struct timespec ts;
-    deadline(&ts, timeout_ms);
+    struct timespec ts = zl_deadline_ms(timeout_ms);
     pthread_mutex_lock(&s->mu);
     while (s->progress == seen)
         if (pthread_cond_timedwait(&s->out_cv, &s->mu, &ts)) break;

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/clock.h"
 #include "zerolayer.h"
 
 #define ZL_JOB_MAX_TOP 20
@@ -101,7 +102,7 @@ typedef struct zl_sched_stats {
     double busy_s, forward_s, sample_s;
 } zl_sched_stats;
 
-double zl_now_ms(void);
+/* zl_now_ms: base/clock.h (the scheduler's timeline is the monotonic clock). */
 
 int zl_sched_new(zl_sched **out, zl_llm *llm, const zl_sched_opts *opts, zl_err *err);
 /* Stop the engine thread: jobs still queued or running finish as CANCEL and

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "../base/clock.h"
 #include "../base/err.h"
 #include "../kv/kv.h"
 #include "engine_internal.h"
@@ -63,18 +64,6 @@ typedef struct hook_ud {
     int has_id, prefill;
 } hook_ud;
 
-static double mono_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static double wall_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 const char *zl_sess_status_name(zl_sess_status st) {
     static const char *const n[] = {"ok", "unknown", "forbidden", "expired", "evicted", "deleted", "busy", "limit"};
     return st <= ZL_SESS_LIMIT ? n[st] : "?";
@@ -90,7 +79,7 @@ static void seq_destroy(zl_seq *q) {
 static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     if (x->state != ZL_SESS_OK) return;
     x->state = why;
-    x->gone_at = mono_ms();
+    x->gone_at = zl_now_ms();
     seq_destroy(x->seq);
     x->seq = NULL;
     free(x->history);
@@ -109,7 +98,7 @@ static void fill_info(const zl_sessions *s, const sess *x, zl_session_info *info
     if (!info) return;
     memset(info, 0, sizeof *info);
     snprintf(info->id, sizeof info->id, "%s", x->id);
-    double now = mono_ms(), wall = wall_s();
+    double now = zl_now_ms(), wall = zl_wall_s();
     info->created_unix = x->created_unix;
     info->last_used_unix = wall - (now - x->last_used) / 1e3;
     info->expires_unix = info->last_used_unix + s->o.ttl_s;
@@ -123,9 +112,7 @@ static void fill_info(const zl_sessions *s, const sess *x, zl_session_info *info
  * back only when it reaps the job (next step); wait for that so info and
  * flush see (and zero) the real state. */
 static void wait_home(zl_sessions *s, sess *x) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 2;
+    struct timespec ts = zl_deadline_ms(2000);
     while (x->state == ZL_SESS_OK && x->seq_out && !x->busy)
         if (pthread_cond_timedwait(&s->home_cv, &s->mu, &ts)) break;
 }
@@ -156,7 +143,7 @@ static void enforce_budget(zl_sessions *s) {
 
 void zl_sessions_sweep(zl_sessions *s) {
     pthread_mutex_lock(&s->mu);
-    double now = mono_ms();
+    double now = zl_now_ms();
     for (sess **pp = &s->head; *pp;) {
         sess *x = *pp;
         if (x->state != ZL_SESS_OK) {
@@ -233,10 +220,7 @@ static void *sweeper_main(void *arg) {
     zl_sessions *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        struct timespec ts = zl_deadline_ms(100);
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
         if (s->stop) break;
         make_spare(s);
@@ -306,7 +290,7 @@ zl_sess_status zl_sessions_create(zl_sessions *s, const char *id, const char *te
     snprintf(x->id, sizeof x->id, "%s", id);
     snprintf(x->tenant, sizeof x->tenant, "%s", tenant);
     x->created_unix = created_unix;
-    x->last_used = mono_ms();
+    x->last_used = zl_now_ms();
     pthread_mutex_lock(&s->mu);
     int live = 0;
     sess *lru = NULL;
@@ -363,7 +347,7 @@ zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *ten
         x->prefill_at = 0;
         free(x->history);
         x->history = NULL;
-        x->last_used = mono_ms();
+        x->last_used = zl_now_ms();
     }
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -373,14 +357,14 @@ zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *ten
     pthread_mutex_lock(&s->mu);
     sess *x;
     zl_sess_status st = lookup(s, id, tenant, &x);
-    if (st == ZL_SESS_OK && !x->busy && mono_ms() - x->last_used > s->o.ttl_s * 1e3) {
+    if (st == ZL_SESS_OK && !x->busy && zl_now_ms() - x->last_used > s->o.ttl_s * 1e3) {
         sess_kill(s, x, ZL_SESS_EXPIRED); /* the sweeper had not got to it yet */
         st = ZL_SESS_EXPIRED;
     }
     if (st == ZL_SESS_OK && x->busy) st = ZL_SESS_BUSY;
     if (st == ZL_SESS_OK) {
         x->busy = 1;
-        x->last_used = mono_ms();
+        x->last_used = zl_now_ms();
     }
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -391,7 +375,7 @@ void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t
     sess *x = find(s, id);
     if (x && x->state == ZL_SESS_OK) {
         x->busy = 0;
-        x->last_used = mono_ms();
+        x->last_used = zl_now_ms();
         if (history) {
             char *h = malloc(len + 1);
             if (h) {
@@ -418,7 +402,7 @@ zl_sess_status zl_sessions_check(zl_sessions *s, const char *id) {
     pthread_mutex_lock(&s->mu);
     sess *x;
     zl_sess_status st = lookup(s, id, NULL, &x);
-    if (st == ZL_SESS_OK && mono_ms() - x->last_used > s->o.ttl_s * 1e3) {
+    if (st == ZL_SESS_OK && zl_now_ms() - x->last_used > s->o.ttl_s * 1e3) {
         sess_kill(s, x, ZL_SESS_EXPIRED);
         st = ZL_SESS_EXPIRED;
     }
@@ -450,10 +434,7 @@ static int fresh_seq(zl_sessions *s, zl_llm *llm, const zl_seq_opts *so, int n_p
         s->spare_rows = 0;
     }
     if (fits && !s->spare && s->spare_making) { /* nearly made: cheaper to wait than to fault a new one */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        struct timespec ts = zl_deadline_ms(200);
         while (!s->spare && s->spare_making)
             if (pthread_cond_timedwait(&s->spare_cv, &s->mu, &ts)) break;
     }
@@ -544,7 +525,7 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
     if (st == ZL_SESS_OK && !x->seq) {
         x->seq = q;
         q = NULL;
-        x->last_used = mono_ms();
+        x->last_used = zl_now_ms();
         if (h->prefill) {
             x->prefill_at = x->last_used;
             if (x->committed > zl_seq_n_past(x->seq)) x->committed = zl_seq_n_past(x->seq);

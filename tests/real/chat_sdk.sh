@@ -5,6 +5,8 @@
 # in the venv of tests/compat/pyenv.sh), then the two languages' greedy
 # answers compared with each other and across the two APIs.
 # usage: chat_sdk.sh ZL_BINARY ROOT MODEL_NAME   (run through need_models.sh)
+# Skipped (exit 77) when the SDK clients are not installed (make sdks).
+# labels: npm python
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)
@@ -13,10 +15,8 @@ FILE=$(awk -F'\t' -v n="$NAME" '$1 == n { print $2 }' "$ROOT/tools/models.tsv")
 MODEL="${ZL_MODELS:?run through tests/real/need_models.sh}/$FILE"
 [ -n "$FILE" ] && [ -f "$MODEL" ] || { echo "FAIL: model $NAME is not at $MODEL"; exit 1; }
 COMPAT="$ROOT/tests/compat"
-if [ ! -d "$COMPAT/node_modules/openai" ] || [ ! -d "$COMPAT/node_modules/@anthropic-ai/sdk" ]; then
-    (cd "$COMPAT" && npm ci --no-audit --no-fund) || { echo "FAIL: npm ci in tests/compat"; exit 1; }
-fi
-PY=$("$COMPAT/pyenv.sh") || { echo "FAIL: cannot set up the Python SDKs (tests/compat/pyenv.sh)"; exit 1; }
+"$COMPAT/need_sdks.sh" node python || exit $?
+PY=$("$COMPAT/pyenv.sh" --check) || { echo "FAIL: tests/compat/pyenv.sh --check"; exit 1; }
 
 T=$(mktemp -d)
 SRV=

@@ -1,9 +1,14 @@
 /* kv.c — allocation and truncation of per-sequence KV storage; see kv.h. */
 #include "kv.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+static atomic_ullong g_kv_allocs;
+
+unsigned long long zl_kv_allocs(void) { return atomic_load(&g_kv_allocs); }
 
 /* Large caches come straight from mmap, zero and untouched until written,
  * advised for transparent huge pages: attention reads every row of a layer
@@ -55,6 +60,7 @@ int zl_kv_new(zl_kv **out, int n_layers, int n_ctx, int kv_dim, zl_type type, zl
         return zl_errf(err, ZL_ENOMEM, "cannot allocate a %zu MiB KV cache for %d positions",
                        2 * total >> 20, n_ctx);
     }
+    atomic_fetch_add(&g_kv_allocs, 1);
     *out = kv;
     return 0;
 }

@@ -64,6 +64,8 @@ typedef struct zl_kv {
 
 int zl_kv_new(zl_kv **out, int n_layers, int n_ctx, int kv_dim, zl_type type, zl_err *err);
 void zl_kv_free(zl_kv *kv);
+/* KV caches allocated by this process so far (every zl_kv_new that succeeded). */
+unsigned long long zl_kv_allocs(void);
 /* Drop positions >= n from every layer; their memory is zeroed, and so are
  * draft scratch rows past n_used (n_dirty). */
 void zl_kv_truncate(zl_kv *kv, int n);

@@ -87,6 +87,10 @@ int zl_tokenizer_tokenize(const zl_tokenizer *t, const char *text, size_t len, i
 int zl_tokenizer_detokenize(const zl_tokenizer *t, const int32_t *ids, size_t n, int render_special, char **out,
                             size_t *len, zl_err *err);
 
+/* One logit_bias entry: bias is added to the token's logit before any other
+ * transform (-100 effectively bans the token, +100 all but forces it). */
+typedef struct zl_logit_bias { int32_t token; float bias; } zl_logit_bias;
+
 typedef struct zl_sampling {
     float temp;             /* <= 0: greedy */
     int top_k;              /* <= 0: off */
@@ -97,6 +101,10 @@ typedef struct zl_sampling {
     float presence_penalty;
     float frequency_penalty;
     uint64_t seed;
+    /* Borrowed: read (and copied) when a sampler is made from this struct
+     * (zl_seq_new, zl_seq_set_sampling, zl_job_new); ids must be < n_vocab. */
+    const zl_logit_bias *logit_bias;
+    int n_logit_bias;
 } zl_sampling;
 zl_sampling zl_sampling_defaults(void);
 

@@ -27,7 +27,8 @@ struct zl_job {
     /* input, immutable after submit */
     int32_t *prompt;
     int n_prompt, max_tokens, n_top;
-    zl_sampling sampling;
+    zl_sampling sampling; /* its logit_bias points at bias */
+    zl_logit_bias *bias;
     /* output, under sched->mu */
     zl_job_tok *toks;
     int n_toks, cap_toks;
@@ -93,6 +94,18 @@ zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampl
     if (n_prompt > 0) memcpy(j->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
     j->n_prompt = n_prompt;
     j->sampling = *sampling;
+    j->sampling.logit_bias = NULL;
+    j->sampling.n_logit_bias = 0;
+    if (sampling->logit_bias && sampling->n_logit_bias > 0) {
+        if (!(j->bias = malloc((size_t)sampling->n_logit_bias * sizeof *j->bias))) {
+            free(j->prompt);
+            free(j);
+            return NULL;
+        }
+        memcpy(j->bias, sampling->logit_bias, (size_t)sampling->n_logit_bias * sizeof *j->bias);
+        j->sampling.logit_bias = j->bias;
+        j->sampling.n_logit_bias = sampling->n_logit_bias;
+    }
     j->max_tokens = max_tokens;
     j->n_top = n_top_logprobs > ZL_JOB_MAX_TOP ? ZL_JOB_MAX_TOP : n_top_logprobs;
     j->pending = -1;
@@ -107,6 +120,7 @@ static void job_unref(zl_job *j) {
     zl_seq_free(j->seq);
     if (j->hooks.ud_free) j->hooks.ud_free(j->hooks.ud);
     free(j->anchors);
+    free(j->bias);
     free(j->prompt);
     free(j->toks);
     free(j);

@@ -112,7 +112,7 @@ void zl_sched_get_stats(zl_sched *s, zl_sched_stats *st);
 zl_llm *zl_sched_llm(zl_sched *s);
 int zl_sched_n_ctx(const zl_sched *s);
 
-/* A job takes a copy of the prompt.  max_tokens <= 0 means "until the
+/* A job takes a copy of the prompt and of the sampling's logit_bias array.  max_tokens <= 0 means "until the
  * context is full".  n_top_logprobs < 0: no logprobs; 0: only the chosen
  * token's; k: also the top k (at most ZL_JOB_MAX_TOP). */
 zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampling, int max_tokens,

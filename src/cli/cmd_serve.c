@@ -26,6 +26,7 @@ static void serve_usage(FILE *f) {
           "  --chat-template NAME    chatml|qwen|llama2|llama3|mistral|phi3|gemma|zephyr|plain (instead of the model's)\n"
           "  --chat-template-file F  Jinja chat template to render with (instead of the model's)\n"
           "  --model-id NAME         model name reported by /v1/models (default: file name)\n"
+          "  --pooling mean|cls|last /v1/embeddings pooling (default: the model's <arch>.pooling_type, else mean)\n"
           "  -t, --threads N         compute threads (default: all CPUs)\n"
           "  --prefetch-layers N     weight read-ahead depth in layers on a background thread (default 2;\n"
           "                          0 = off, for weights that stay in memory)\n"
@@ -134,7 +135,7 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") ||
-                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") ||
+                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--pooling") ||
                    !strcmp(a, "--draft-model"))) {
             free(keys);
             return cli_fail("%s needs a value", a);
@@ -145,6 +146,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--chat-template")) o.chat_template = argv[++i];
         else if (!strcmp(a, "--chat-template-file")) o.chat_template_file = argv[++i];
         else if (!strcmp(a, "--model-id")) o.model_id = argv[++i];
+        else if (!strcmp(a, "--pooling")) o.pooling = argv[++i];
         else if (!strcmp(a, "--session-secret-file")) o.session_secret_file = argv[++i];
         else if (!strcmp(a, "--draft-model")) draft_model = argv[++i];
         else {
@@ -166,6 +168,10 @@ int cmd_serve(int argc, char **argv) {
         else { free(keys); return cli_fail("--spec must be lookup, draft or off (got '%s')", spec); }
     }
     if (draft_model && draft_layers) { free(keys); return cli_fail("--draft-model and --draft-layers exclude each other"); }
+    if (o.pooling && strcmp(o.pooling, "mean") && strcmp(o.pooling, "cls") && strcmp(o.pooling, "last")) {
+        free(keys);
+        return cli_fail("--pooling must be mean, cls or last (got '%s')", o.pooling);
+    }
     if (o.chat_template && o.chat_template_file) {
         free(keys);
         return cli_fail("--chat-template and --chat-template-file exclude each other");

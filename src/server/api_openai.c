@@ -55,12 +55,16 @@ static int parse_logit_bias(json_t *b, int n_vocab, oai_req *q, zl_verr *e) {
     return 0;
 }
 
+zl_sampling zl_oai_sampling_defaults(void) {
+    return (zl_sampling){.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
+                         .repeat_last_n = 64, .presence_penalty = 0, .frequency_penalty = 0, .seed = 0};
+}
+
 /* Sampling and limits common to both endpoints. */
 static int parse_common(zl_req *r, json_t *b, oai_req *q, zl_verr *e) {
     double d;
     long long v;
-    q->gp.sampling = (zl_sampling){.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
-                                   .repeat_last_n = 64, .presence_penalty = 0, .frequency_penalty = 0, .seed = 0};
+    q->gp.sampling = zl_oai_sampling_defaults();
     q->gp.n_logprobs = -1;
     q->model = r->srv->model_id;
     q->n = 1;

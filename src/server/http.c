@@ -544,7 +544,8 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
         {"/health", 0}, {"/v1/health", 0}, {"/metrics", 0}, {"/v1/models", 0}, {"/models", 0},
         {"/tokenize", 1}, {"/detokenize", 1}, {"/v1/preheat", 1}, {"/v1/chat/completions", 1},
         {"/chat/completions", 1}, {"/v1/completions", 1}, {"/completions", 1}, {"/v1/messages", 1},
-        {"/v1/messages/count_tokens", 1}, {"/v1/messages/batches", -1},
+        {"/v1/messages/count_tokens", 1}, {"/v1/messages/batches", -1}, {"/props", 0}, {"/v1/embeddings", 1},
+        {"/embeddings", 1},
     };
     if (!strncmp(u, "/v1/sessions", 12) && (!u[12] || u[12] == '/')) {
         r->route = "/v1/sessions";
@@ -589,6 +590,7 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
     if (!want_post) {
         if (!strcmp(u, "/metrics")) return zl_api_metrics(r);
         if (!strcmp(u, "/v1/models") || !strcmp(u, "/models")) return zl_api_models(r);
+        if (!strcmp(u, "/props")) return zl_api_props(r);
         return zl_api_health(r);
     }
     if (!strcmp(u, "/v1/preheat")) return zl_api_preheat(r);
@@ -606,6 +608,7 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
     else if (strstr(u, "completions")) ret = zl_api_completions(r, body);
     else if (!strcmp(u, "/v1/messages")) ret = zl_api_messages(r, body);
     else if (!strcmp(u, "/v1/messages/count_tokens")) ret = zl_api_count_tokens(r, body);
+    else if (strstr(u, "embeddings")) ret = zl_api_embeddings(r, body);
     else ret = zl_api_batches_create(r, body);
     json_decref(body);
     return ret;

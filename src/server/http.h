@@ -132,6 +132,13 @@ int zl_chat_tokens_ctl(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids,
 enum MHD_Result zl_api_chat(zl_req *r, json_t *body);
 enum MHD_Result zl_api_completions(zl_req *r, json_t *body);
 enum MHD_Result zl_api_models(zl_req *r);
+/* What an OpenAI request that sets no sampling field gets (the seed is drawn per request). */
+zl_sampling zl_oai_sampling_defaults(void);
+/* GET /props (api_props.c), POST /v1/embeddings (api_embeddings.c). */
+enum MHD_Result zl_api_props(zl_req *r);
+enum MHD_Result zl_api_embeddings(zl_req *r, json_t *body);
+/* The embeddings' pooling: --pooling, else the model file's, else mean. */
+zl_pooling zl_srv_pooling(const zl_srv *s);
 enum MHD_Result zl_api_messages(zl_req *r, json_t *body);
 enum MHD_Result zl_api_count_tokens(zl_req *r, json_t *body);
 enum MHD_Result zl_api_batches_create(zl_req *r, json_t *body);

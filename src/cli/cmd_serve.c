@@ -14,7 +14,12 @@
 static void serve_usage(FILE *f) {
     fputs("usage: zerolayer serve [-m MODEL] [options]\n"
           "  OpenAI- and Anthropic-compatible HTTP server with continuous batching.\n"
-          "  -m, --model PATH        GGUF model (default: the bundled stories260K)\n"
+          "  -m, --model PATH        GGUF model (default: the bundled stories260K).  Repeat it to serve several:\n"
+          "                          the request's \"model\" picks one by id (the file name without .gguf, or\n"
+          "                          the --alias after it); the first is loaded at start, the others on first use\n"
+          "  --alias NAME            id of the -m before it (for the first, as --model-id)\n"
+          "  --models-max N          models loaded at once, counting the first (default: all); the least\n"
+          "                          recently used idle one is unloaded to load another\n"
           "  --host ADDR             address to bind (default 127.0.0.1)\n"
           "  --port N                port (default 8080; 0 picks a free one, printed at start)\n"
           "  --parallel N            sequences generated at once (default 8)\n"
@@ -67,8 +72,11 @@ int cmd_serve(int argc, char **argv) {
                *ring_cost = NULL;
     float cost[CLI_RING_COST_MAX];
     int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0, prefetch = 2, layer_max = 0;
-    const char **keys = calloc((size_t)argc, sizeof *keys);
+    /* one block, freed with keys: API keys, then the other -m paths, then their aliases */
+    const char **keys = calloc((size_t)argc * 3, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
+    const char **more = keys + argc, **aliases = keys + 2 * argc;
+    int n_more = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
@@ -113,6 +121,12 @@ int cmd_serve(int argc, char **argv) {
             i++;
             continue;
         }
+        if (!strcmp(a, "--models-max")) {
+            if (cli_int(a, v, 1, 1 << 16, &x)) { free(keys); return 1; }
+            o.models_max = (int)x;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--max-body")) {
             if (cli_int(a, v, 64, 1L << 34, &x)) { free(keys); return 1; }
             o.max_body = (size_t)x;
@@ -135,12 +149,19 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") ||
-                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--pooling") ||
+                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--pooling") || !strcmp(a, "--alias") ||
                    !strcmp(a, "--draft-model"))) {
             free(keys);
             return cli_fail("%s needs a value", a);
         }
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = argv[++i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!model) model = argv[++i];
+            else more[n_more++] = argv[++i];
+        } else if (!strcmp(a, "--alias")) {
+            if (!model) { free(keys); return cli_fail("--alias names the -m before it: give -m MODEL first"); }
+            if (n_more) aliases[n_more - 1] = argv[++i];
+            else o.model_id = argv[++i];
+        }
         else if (!strcmp(a, "--host")) o.host = argv[++i];
         else if (!strcmp(a, "--api-key")) keys[o.n_api_keys++] = argv[++i];
         else if (!strcmp(a, "--chat-template")) o.chat_template = argv[++i];
@@ -187,6 +208,9 @@ int cmd_serve(int argc, char **argv) {
     if (ring) ctl->ring = ring;
     if (kv_policy && cli_kv_policy(kv_policy, &ctl->kv_policy)) { free(keys); return 1; }
     o.api_keys = keys;
+    o.models = more;
+    o.model_aliases = aliases;
+    o.n_models = n_more;
     o.model_path = model ? model : cli_default_model();
     zl_err err = {0};
     zl_llm *llm = NULL;
@@ -201,6 +225,7 @@ int cmd_serve(int argc, char **argv) {
      * on the heap. */
     mallopt(M_MMAP_THRESHOLD, 4 << 20);
     zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1, .kv_layer_max = layer_max};
+    o.llm_opts = lo;
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }
     int ctx_train = zl_llm_n_ctx_train(llm);
     o.sched.n_ctx = n_ctx > 0 ? n_ctx : (ctx_train > 0 && ctx_train < 4096 ? ctx_train : 4096);

@@ -564,7 +564,9 @@ out:
 enum MHD_Result zl_api_models(zl_req *r) {
     zl_srv *s = r->srv;
     json_t *j;
-    if (r->api == ZL_API_ANTHROPIC) {
+    if (s->models) {
+        j = zl_models_list(s, r->api == ZL_API_ANTHROPIC);
+    } else if (r->api == ZL_API_ANTHROPIC) {
         char created[32];
         time_t t = (time_t)s->started;
         strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));

@@ -25,6 +25,12 @@ typedef struct zl_server_opts {
     const char *chat_template_file; /* Jinja source to use instead of the model's */
     const char *pooling;   /* /v1/embeddings: mean|cls|last; NULL: the model's <arch>.pooling_type, else mean */
     zl_sched_opts sched;
+    /* more models (models.c): paths, ids (NULL: the file name without .gguf), loaded on first use, at most
+     * models_max at once counting the first (0: all); llm_opts open them */
+    const char **models;
+    const char **model_aliases;
+    int n_models, models_max;
+    zl_llm_opts llm_opts;
     /* sessions and prefix cache (0: defaults) */
     double session_ttl_s;         /* 120 */
     double prefill_idle_s;        /* 3 */

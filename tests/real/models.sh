@@ -10,7 +10,8 @@
 #     (Anthropic);
 #   - loading the third unloads the least recently used idle one, which
 #     loads again on its next request; while a stream holds 'small', 'tiny2'
-#     cannot load (429) and can once the stream is done.
+#     cannot load (429) and can once the stream is done;
+#   - --models-dir serves every .gguf of a directory.
 # usage: models.sh ZL_BINARY ROOT   (run through need_models.sh)
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -29,12 +30,15 @@ stop_server() { kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null; SRV=; }
 # references: each model served alone
 CHAT='{"messages":[{"role":"user","content":"What is the capital of France?"}],"max_tokens":12,"temperature":0}'
 COMP='{"prompt":"Once upon a time","max_tokens":16,"temperature":0}'
-zl_serve_start -m "$SMALL" --parallel 2 --ctx 512 || exit 1
-curl -s "$URL/v1/chat/completions" -d "$CHAT" > "$T/ref_small.json"
-stop_server
-zl_serve_start -m "$TINY" --parallel 2 --ctx 512 || exit 1
-curl -s "$URL/v1/completions" -d "$COMP" > "$T/ref_tiny.json"
-stop_server
+reference() { # model, path, body, out
+    zl_serve_start -m "$1" --parallel 2 --ctx 512 || exit 1
+    curl -sS "$URL$2" -d "$3" > "$4"
+    python3 -c 'import json, sys; json.load(open(sys.argv[1]))["choices"]' "$4" 2>/dev/null ||
+        { echo "FAIL: reference $1 $2: $(cat "$4"); server log:"; cat "$T/server.log"; exit 1; }
+    stop_server
+}
+reference "$SMALL" /v1/chat/completions "$CHAT" "$T/ref_small.json"
+reference "$TINY" /v1/completions "$COMP" "$T/ref_tiny.json"
 
 zl_serve_start -m "$TINY" -m "$SMALL" --alias small -m "$TINY" --alias tiny2 --models-max 2 --parallel 2 --ctx 512 || exit 1
 python3 - "$URL" "$T" <<'PY' || fails=$((fails + 1))
@@ -109,6 +113,22 @@ PY
 node "$COMPAT/models_real.mjs" "$URL" "$T/refs.json" || fails=$((fails + 1))
 "$PY" "$COMPAT/models_real.py" "$URL" "$T/refs.json" || fails=$((fails + 1))
 if ! kill -0 "$SRV" 2>/dev/null; then echo "FAIL: the server died"; fails=$((fails + 1)); fi
+stop_server
+# --models-dir: every .gguf of a directory, in name order (the first is the first model)
+mkdir -p "$T/dir" && ln -s "$TINY" "$T/dir/a-tiny.gguf" && ln -s "$SMALL" "$T/dir/b-small.gguf" && touch "$T/dir/notes.txt"
+zl_serve_start --models-dir "$T/dir" --parallel 1 --ctx 512 || fails=$((fails + 1))
+python3 - "$URL" "$T/refs.json" <<'PY' || fails=$((fails + 1))
+import json, sys, urllib.request
+URL, REFS = sys.argv[1:3]
+refs = json.load(open(REFS))
+ids = [m['id'] for m in json.load(urllib.request.urlopen(URL + '/v1/models', timeout=60))['data']]
+body = {'model': 'b-small', 'messages': [{'role': 'user', 'content': 'What is the capital of France?'}], 'max_tokens': 12, 'temperature': 0}
+r = urllib.request.Request(URL + '/v1/chat/completions', json.dumps(body).encode(), {'content-type': 'application/json'})
+text = json.load(urllib.request.urlopen(r, timeout=300))['choices'][0]['message']['content']
+ok = ids == ['a-tiny', 'b-small'] and text == refs['small']
+print('%s --models-dir: ids %s, b-small answers %r' % ('ok  ' if ok else 'FAIL', ids, text))
+sys.exit(0 if ok else 1)
+PY
 stop_server
 out=$("$BIN" serve -m "$TINY" -m "$TINY" --port 0 2>&1); rc=$?
 if [ $rc -ne 0 ] && printf '%s' "$out" | grep -q "two models have the id 'stories260K'"; then echo "ok   same id twice: $out"

@@ -16,6 +16,7 @@ zl_serve_cleanup() { [ -z "$SRV" ] || { kill "$SRV" 2>/dev/null; wait "$SRV" 2>/
 trap zl_serve_cleanup EXIT
 
 zl_serve_start() {
+    : > "$T/server.log" # truncated here: the background redirect may come after the first read below
     "$BIN" serve --port 0 -t "${ZL_TEST_THREADS:-2}" "$@" 2> "$T/server.log" &
     SRV=$!
     local port=

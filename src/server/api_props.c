@@ -6,7 +6,8 @@
  * value is read from the running server; fields llama.cpp has and zerolayer
  * does not (mirostat, DRY, XTC, ...) are left out rather than faked.  The
  * "zerolayer" object carries what llama.cpp's shape has no field for.
- * Read-only: POST /props is not served. */
+ * With several models, GET /props?model=ID describes that one.  Read-only:
+ * POST /props is not served. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,15 @@ static json_t *token_text(const zl_llm *llm, int32_t id) {
 }
 
 enum MHD_Result zl_api_props(zl_req *r) {
+    /* with several models, ?model=ID (llama.cpp's router mode) picks one: loaded if need be, held for the reply */
+    const char *q = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "model");
+    if (q && r->srv->models) {
+        json_t *b = json_pack("{s:s}", "model", q);
+        enum MHD_Result ret = MHD_NO;
+        int rc = b ? zl_models_select(r, b, &ret) : -1;
+        json_decref(b);
+        if (rc) return b ? ret : zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    }
     zl_srv *s = r->srv;
     zl_sched_stats st;
     zl_sched_get_stats(s->sched, &st);

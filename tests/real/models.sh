@@ -107,6 +107,13 @@ check(first.startswith(b'data:') and rest.rstrip().endswith('data: [DONE]'), 'th
 time.sleep(0.2)
 st, j = req('/v1/completions', dict(comp, model='tiny2'))
 check(st == 200 and j['choices'][0]['text'] == ref_tiny, 'after the stream, tiny2 loads: %s' % status())
+p = req('/props?model=small')[1]
+check(p['model_alias'] == 'small' and p['zerolayer']['n_vocab'] == 49152 and p['model_path'].endswith('SmolLM2-135M-Instruct.Q4_1.gguf'),
+      '/props?model=small describes SmolLM2: %s, %s' % (p['model_alias'], p['zerolayer']['description'][:40]))
+p = req('/props')[1]
+check(p['model_alias'] == 'stories260K' and p['zerolayer']['n_vocab'] == 512, '/props alone: the first model')
+st, e = req('/props?model=nope')
+check(st == 404 and e['error']['code'] == 'model_not_found', '/props?model=nope -> %d' % st)
 json.dump({'small': ref_small, 'tiny': ref_tiny}, open(T + '/refs.json', 'w'))
 sys.exit(1 if fails else 0)
 PY

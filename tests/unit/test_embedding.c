@@ -6,11 +6,14 @@
  *    double from those hidden states;
  *  - an input's vector is bit-identical alone, batched with others and split
  *    over steps of any size;
- *  - bad inputs are errors, not crashes. */
+ *  - bad inputs are errors, not crashes;
+ *  - <arch>.pooling_type of a file (stories260K rewritten with each value). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "zerolayer.h"
@@ -178,4 +181,40 @@ Test(embedding, bad_inputs_are_errors) {
     n[0] = 2;
     cr_assert_neq(zl_embedder_new(&e, llm, in, n, 1, (zl_pooling)7, &err), 0);
     zl_llm_close(llm);
+}
+
+/* stories260K rewritten with llama.pooling_type = v (every other key and tensor copied) */
+static void write_with_pooling(const char *path, uint32_t v) {
+    zl_err err = {0};
+    zl_gguf *g;
+    cr_assert_eq(zl_gguf_open(&g, STORIES, NULL, &err), 0, "%s", err.msg);
+    zl_gguf_writer *w = zl_gguf_writer_new();
+    for (uint64_t i = 0; i < g->n_kv; i++) cr_assert_eq(zl_gguf_copy_kv(w, &g->kv[i]), 0);
+    cr_assert_eq(zl_gguf_set_u32(w, "llama.pooling_type", v), 0);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const zl_gguf_tensor *t = &g->tensors[i];
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        cr_assert_eq(zl_gguf_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes), 0);
+    }
+    cr_assert_eq(zl_gguf_write(w, path, &err), 0, "%s", err.msg);
+    zl_gguf_writer_free(w);
+    zl_gguf_close(g);
+}
+
+Test(embedding, pooling_type_from_the_file) {
+    /* llama.cpp's numbering: 0 none, 1 mean, 2 cls, 3 last, 4 rank */
+    int want[5] = {-1, ZL_POOL_MEAN, ZL_POOL_CLS, ZL_POOL_LAST, -1};
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/zl_test_pooling_%d.gguf", (int)getpid());
+    for (uint32_t v = 0; v < 5; v++) {
+        write_with_pooling(path, v);
+        zl_err err = {0};
+        zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+        zl_llm *llm;
+        cr_assert_eq(zl_llm_open(&llm, path, &lo, &err), 0, "%s", err.msg);
+        cr_assert_eq(zl_llm_pooling(llm), want[v], "pooling_type %u -> %d, not %d", v, zl_llm_pooling(llm), want[v]);
+        zl_llm_close(llm);
+    }
+    unlink(path);
 }

@@ -163,6 +163,8 @@ zl_gen *zl_gen_start(zl_sched *s, int32_t *const *prompts, const int *n_prompts,
         if (!(g->stops[i] = strdup(p->stops[i]))) { zl_gen_free(g); return NULL; }
     g->p.stops = NULL;
     g->p.anchors = NULL;
+    g->p.sampling.logit_bias = NULL; /* borrowed from the request; each job keeps its own copy */
+    g->p.sampling.n_logit_bias = 0;
     for (int i = 0; i < n; i++) {
         zl_gen_choice *c = &g->ch[i];
         c->stop_index = -1;

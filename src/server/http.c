@@ -69,16 +69,16 @@ enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j, const char *serv
 
 /* The error body in the caller's API shape, and its status. */
 static json_t *error_json(const zl_req *r, zl_ekind kind, const char *param, const char *msg, int *status_out) {
-    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500};
-    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500};
+    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500, 404};
+    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500, 404};
     static const char *const t_oai[] = {"invalid_request_error", "authentication_error", "invalid_request_error",
                                         "invalid_request_error", "invalid_request_error", "rate_limit_error",
-                                        "server_error"};
+                                        "server_error", "invalid_request_error"};
     static const char *const c_oai[] = {NULL, "invalid_api_key", "unknown_url", "method_not_allowed",
-                                        "request_too_large", "rate_limit_exceeded", NULL};
+                                        "request_too_large", "rate_limit_exceeded", NULL, "model_not_found"};
     static const char *const t_ant[] = {"invalid_request_error", "authentication_error", "not_found_error",
                                         "invalid_request_error", "request_too_large", "overloaded_error",
-                                        "api_error"};
+                                        "api_error", "not_found_error"};
     json_t *j;
     int status;
     if (r->api == ZL_API_ANTHROPIC) {
@@ -227,6 +227,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void sse_free(void *cls) {
     zl_sse *s = cls;
     if (s->destroy) s->destroy(s);
+    zl_models_release(s->model_slot);
     zl_buf_free(&s->out);
     free(s);
 }
@@ -239,6 +240,10 @@ enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s) {
     if (r->sess_id[0]) {
         s->sess_store = r->srv->sessions;
         snprintf(s->sess_id, sizeof s->sess_id, "%s", r->sess_id);
+    }
+    if (r->model_slot) { /* the stream holds the model until its last byte */
+        s->model_slot = r->model_slot;
+        r->model_slot = NULL;
     }
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, s, sse_free);
     if (!resp) { sse_free(s); return MHD_NO; }
@@ -604,7 +609,8 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
         {"/health", 0}, {"/v1/health", 0}, {"/metrics", 0}, {"/v1/models", 0}, {"/models", 0},
         {"/tokenize", 1}, {"/detokenize", 1}, {"/v1/preheat", 1}, {"/v1/chat/completions", 1},
         {"/chat/completions", 1}, {"/v1/completions", 1}, {"/completions", 1}, {"/v1/messages", 1},
-        {"/v1/messages/count_tokens", 1}, {"/v1/messages/batches", -1},
+        {"/v1/messages/count_tokens", 1}, {"/v1/messages/batches", -1}, {"/props", 0}, {"/v1/embeddings", 1},
+        {"/embeddings", 1},
     };
     if (!strncmp(u, "/v1/sessions", 12) && (!u[12] || u[12] == '/')) {
         r->route = "/v1/sessions";
@@ -649,6 +655,7 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
     if (!want_post) {
         if (!strcmp(u, "/metrics")) return zl_api_metrics(r);
         if (!strcmp(u, "/v1/models") || !strcmp(u, "/models")) return zl_api_models(r);
+        if (!strcmp(u, "/props")) return zl_api_props(r);
         return zl_api_health(r);
     }
     if (!strcmp(u, "/v1/preheat")) return zl_api_preheat(r);
@@ -660,12 +667,17 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
     json_t *body = zl_json_parse_body(r->body.p, r->body.n, &ve);
     if (!body) return zl_reply_error(r, ZL_E_INVALID, ve.param, "%s", ve.msg);
     enum MHD_Result ret;
+    if (strcmp(u, "/v1/messages/batches") && zl_models_select(r, body, &ret)) { /* batches run on the first model */
+        json_decref(body);
+        return ret;
+    }
     if (!strcmp(u, "/tokenize")) ret = zl_api_tokenize(r, body);
     else if (!strcmp(u, "/detokenize")) ret = zl_api_detokenize(r, body);
     else if (strstr(u, "chat/completions")) ret = zl_api_chat(r, body);
     else if (strstr(u, "completions")) ret = zl_api_completions(r, body);
     else if (!strcmp(u, "/v1/messages")) ret = zl_api_messages(r, body);
     else if (!strcmp(u, "/v1/messages/count_tokens")) ret = zl_api_count_tokens(r, body);
+    else if (strstr(u, "embeddings")) ret = zl_api_embeddings(r, body);
     else ret = zl_api_batches_create(r, body);
     json_decref(body);
     return ret;
@@ -773,6 +785,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     zl_req *r = *con_cls;
     if (!r) return;
+    zl_models_release(r->model_slot);
     int status = r->status;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499; /* client closed */
     if (status) zl_metrics_request(r->route, status, (zl_now_ms() - r->t_start) / 1e3);
@@ -801,6 +814,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     snprintf(srv->model_id, sizeof srv->model_id, "%s", o->model_id ? o->model_id : base);
     int trc = zl_chat_fmt_setup(&srv->tpl, llm, o->model_path, o->chat_template, o->chat_template_file, err);
     if (trc) { free(srv); return trc; }
+    if ((trc = zl_models_setup(srv, err))) { zl_chat_fmt_free(&srv->tpl); free(srv); return trc; }
     /* every thread started from here on inherits the blocked signals; only
      * the sigwait below sees SIGINT/SIGTERM */
     sigset_t sigs;
@@ -874,6 +888,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     zl_sched_stop(srv->sched); /* cancels running jobs, so their streams end */
     zl_batches_free(srv->batches);
     MHD_stop_daemon(srv->d);
+    zl_models_free(srv);
     zl_sched_free(srv->sched);
     zl_sessions_free(srv->sessions);
     zl_chat_fmt_free(&srv->tpl);

@@ -15,6 +15,8 @@
 #include "server.h"
 
 struct zl_batches;
+typedef struct zl_models zl_models;
+struct zl_model_slot;
 
 typedef struct zl_srv {
     zl_llm *llm;
@@ -29,6 +31,7 @@ typedef struct zl_srv {
     unsigned char sess_secret[32]; /* HMAC key of session tokens */
     size_t sess_secret_len;
     unsigned idle_timeout_s; /* MHD connection timeout between requests */
+    zl_models *models;             /* several models (models.c), or NULL: this one only */
 } zl_srv;
 
 typedef enum { ZL_API_OPENAI = 0, ZL_API_ANTHROPIC = 1 } zl_api;
@@ -41,6 +44,7 @@ typedef enum {
     ZL_E_TOO_LARGE,   /* 413 */
     ZL_E_BUSY,        /* 429 OpenAI / 529 Anthropic */
     ZL_E_INTERNAL,    /* 500 */
+    ZL_E_MODEL_NOT_FOUND, /* 404: OpenAI code model_not_found, Anthropic not_found_error */
 } zl_ekind;
 
 /* Per-request verification ring / KV slicing controls (zl_ctl_parse). */
@@ -68,6 +72,7 @@ typedef struct zl_req {
     int fd;
     char sess_id[80]; /* the session this request runs on ("" if none) */
     zl_req_ctl ctl;   /* ring / KV controls (zeroed until zl_ctl_parse) */
+    struct zl_model_slot *model_slot; /* the model this request holds (zl_models_select), or NULL */
 } zl_req;
 
 /* Replies: each queues the response and returns MHD's result. */
@@ -97,6 +102,7 @@ typedef struct zl_sse {
     struct MHD_Response *resp;
     zl_sessions *sess_store; /* with sess_id: end with `session_expired` when it goes away */
     char sess_id[80];
+    struct zl_model_slot *model_slot; /* the request's hold on its model, released when the stream is freed */
 } zl_sse;
 enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s /* owned from here */);
 void zl_sse_event(zl_sse *s, const char *event /* NULL: data only */, json_t *data /* stolen */);
@@ -135,6 +141,22 @@ int zl_chat_tokens_ctl(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids,
 enum MHD_Result zl_api_chat(zl_req *r, json_t *body);
 enum MHD_Result zl_api_completions(zl_req *r, json_t *body);
 enum MHD_Result zl_api_models(zl_req *r);
+/* What an OpenAI request that sets no sampling field gets (the seed is drawn per request). */
+zl_sampling zl_oai_sampling_defaults(void);
+/* GET /props (api_props.c), POST /v1/embeddings (api_embeddings.c). */
+enum MHD_Result zl_api_props(zl_req *r);
+enum MHD_Result zl_api_embeddings(zl_req *r, json_t *body);
+/* Several models (models.c).  setup: from o.models (nothing when there are
+ * none); select: switch r->srv to the model the body's `model` names,
+ * loading it if need be, and hold it (-1: replied 404 / 429 / 500 in *ret);
+ * release: drop a hold; list: GET /v1/models of every model. */
+int zl_models_setup(zl_srv *home, zl_err *err);
+int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret);
+void zl_models_release(struct zl_model_slot *s);
+json_t *zl_models_list(zl_srv *home, int anthropic);
+void zl_models_free(zl_srv *home);
+/* The embeddings' pooling: --pooling, else the model file's, else mean. */
+zl_pooling zl_srv_pooling(const zl_srv *s);
 enum MHD_Result zl_api_messages(zl_req *r, json_t *body);
 enum MHD_Result zl_api_count_tokens(zl_req *r, json_t *body);
 enum MHD_Result zl_api_batches_create(zl_req *r, json_t *body);

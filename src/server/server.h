@@ -2,8 +2,8 @@
  *
  * Routes (see http.c for the table): OpenAI /v1/chat/completions,
  * /v1/completions, /v1/models; Anthropic /v1/messages, /v1/messages/count_tokens,
- * /v1/messages/batches[...]; /health, /metrics, /tokenize, /detokenize,
- * /v1/preheat.  libmicrohttpd runs one thread per connection; each request
+ * /v1/messages/batches[...]; /v1/embeddings; /health, /props, /metrics,
+ * /tokenize, /detokenize, /v1/preheat.  libmicrohttpd runs one thread per connection; each request
  * thread validates and tokenizes, submits jobs to the engine thread
  * (engine/sched.h) and formats what comes back. */
 #ifndef ZL_SERVER_H
@@ -23,7 +23,14 @@ typedef struct zl_server_opts {
     size_t max_body;       /* bytes; larger bodies get 413 */
     const char *chat_template; /* NULL: from the model */
     const char *chat_template_file; /* Jinja source to use instead of the model's */
+    const char *pooling;   /* /v1/embeddings: mean|cls|last; NULL: the model's <arch>.pooling_type, else mean */
     zl_sched_opts sched;
+    /* more models (models.c): paths, ids (NULL: the file name without .gguf), loaded on first use, at most
+     * models_max at once counting the first (0: all); llm_opts open them */
+    const char **models;
+    const char **model_aliases;
+    int n_models, models_max;
+    zl_llm_opts llm_opts;
     /* sessions and prefix cache (0: defaults) */
     double session_ttl_s;         /* 120 */
     double prefill_idle_s;        /* 3 */

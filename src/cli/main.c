@@ -134,7 +134,8 @@ static void usage(FILE *f) {
           "  synth       write a random-weight llama model\n"
           "  inspect     print a GGUF file's metadata and tensors\n"
           "  bench       measure prompt and generation speed\n"
-          "  serve       OpenAI- and Anthropic-compatible HTTP server\n",
+          "  serve       OpenAI- and Anthropic-compatible HTTP server\n"
+          "  version     print the version (also --version)\n",
           f);
 }
 
@@ -142,6 +143,10 @@ int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 1; }
     const char *c = argv[1];
     if (cli_is_help(c)) { usage(stdout); return 0; }
+    if (!strcmp(c, "--version") || !strcmp(c, "version")) {
+        printf("zerolayer %s (built with C compiler %s)\n", ZEROLAYER_VERSION, __VERSION__);
+        return 0;
+    }
     if (!strcmp(c, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(c, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);

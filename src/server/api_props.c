@@ -94,7 +94,7 @@ enum MHD_Result zl_api_props(zl_req *r) {
                           "model_path", s->o.model_path, "chat_template", tpl, "modalities", "vision", 0, "audio", 0,
                           "bos_token", token_text(s->llm, zl_llm_bos(s->llm)), "eos_token",
                           token_text(s->llm, zl_llm_eos(s->llm)), "build_info",
-                          "zerolayer " ZEROLAYER_VERSION " (" __VERSION__ ")", "is_sleeping", 0, "endpoint_slots", 0,
+                          "zerolayer " ZEROLAYER_VERSION " (built with C compiler " __VERSION__ ")", "is_sleeping", 0, "endpoint_slots", 0,
                           "endpoint_props", 0, "endpoint_metrics", 1, "zerolayer", zl);
     if (!j) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
     return zl_reply_json(r, 200, j, NULL);

@@ -21,9 +21,9 @@ stop_server() { kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null; SRV=; }
 run_case() { # name, python expectations (dict literal), serve args...
     local name="$1" want="$2"; shift 2
     zl_serve_start -m "$MODEL" "$@" || { fails=$((fails + 1)); return; }
-    python3 - "$URL" "$MODEL" "$name" "$want" <<'PY' || fails=$((fails + 1))
+    python3 - "$URL" "$MODEL" "$name" "$want" "$("$BIN" --version)" <<'PY' || fails=$((fails + 1))
 import json, struct, sys, urllib.request, urllib.error
-URL, MODEL, NAME, WANT = sys.argv[1:5]
+URL, MODEL, NAME, WANT, VERSION = sys.argv[1:6]
 want = eval(WANT)
 
 def gguf_meta(path):
@@ -72,8 +72,8 @@ check(pr['speculative'] == want['spec'] and pr['temperature'] == 1.0 and pr['top
       pr['min_p'] == 0.0 and pr['n_predict'] == -1 and pr['repeat_penalty'] == 1.0 and pr['seed'] == 0xFFFFFFFF,
       'params: speculative %s, temperature %s, top_k %s, top_p %s, min_p %s' %
       (pr['speculative'], pr['temperature'], pr['top_k'], pr['top_p'], pr['min_p']))
-check(p['build_info'].startswith('zerolayer ') and p['is_sleeping'] is False and p['modalities'] == {'vision': False, 'audio': False},
-      'build_info %r' % p['build_info'])
+check(p['build_info'] == VERSION and p['is_sleeping'] is False and p['modalities'] == {'vision': False, 'audio': False},
+      'build_info %r = zerolayer --version' % p['build_info'])
 try:
     urllib.request.urlopen(urllib.request.Request(URL + '/props', b'{}', {'content-type': 'application/json'}), timeout=60)
     check(False, 'POST /props accepted')

@@ -51,6 +51,8 @@ static void serve_usage(FILE *f) {
           "                          the --alias after it); the first is loaded at start, the others on first use\n"
           "  --alias NAME            id of the -m before it (for the first, as --model-id)\n"
           "  --models-dir DIR        serve every *.gguf of DIR too (in name order, after the -m models)\n"
+          "  --models-mb N           the loaded models' files total at most N MiB (LRU idle ones unloaded)\n"
+          "  --models-idle S         unload a model (not the first) nobody used for S seconds\n"
           "  --models-max N          models loaded at once, counting the first (default: all); the least\n"
           "                          recently used idle one is unloaded to load another\n"
           "  --host ADDR             address to bind (default 127.0.0.1)\n"
@@ -167,6 +169,19 @@ int cmd_serve(int argc, char **argv) {
             if (!strcmp(a, "--sessions-per-tenant")) o.sessions_per_tenant = (int)x;
             else if (!strcmp(a, "--session-kv-mb")) o.session_kv_budget = (size_t)x << 20;
             else o.prefix_cache_bytes = x ? (long long)x << 20 : -1;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--models-mb")) {
+            if (cli_int(a, v, 1, 1L << 30, &x)) { free(keys); return 1; }
+            o.models_budget = (uint64_t)x << 20;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--models-idle")) {
+            double d;
+            if (cli_float(a, v, 0.001, 1e9, &d)) { free(keys); return 1; }
+            o.models_idle_s = d;
             i++;
             continue;
         }

@@ -7,12 +7,15 @@
  * session store), loaded on the first request that names it.  At most
  * --models-max are loaded at once: to load one more, the least recently
  * used loaded model that no request holds and whose engine is idle is
- * unloaded; when every one is busy the request gets 429/529.  A request
+ * unloaded; the same to keep the loaded weights within --models-mb; when
+ * every one is busy the request gets 429/529.  With --models-idle S a
+ * sweeper thread unloads a model (not the first) nobody used for S seconds.  A request
  * holds its model from selection until its response is done (a stream until
  * its last byte: the hold moves to the stream).  With one model the field is
  * not looked at: any value keeps working.  Never formats generations. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "http.h"
@@ -26,6 +29,7 @@ typedef struct zl_model_slot {
     int refs;         /* requests and streams holding it */
     int loading;
     double last_used; /* zl_now_ms */
+    uint64_t bytes;   /* the file's size: what loading it maps */
 } zl_model_slot;
 
 struct zl_models {
@@ -33,7 +37,19 @@ struct zl_models {
     pthread_cond_t cv; /* a load finished */
     zl_model_slot *m;
     int n, max_loaded;
+    uint64_t budget;   /* bytes of loaded model files at most (0: no bound) */
+    double idle_ms;    /* unload after this long unused (0: never) */
+    pthread_t sweeper;
+    int has_sweeper, stop;
+    pthread_cond_t sweep_cv;
 };
+
+static uint64_t file_bytes(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+static void *sweep_main(void *arg);
 
 static const char *base_name(const char *path) {
     const char *b = strrchr(path, '/');
@@ -58,7 +74,7 @@ int zl_models_setup(zl_srv *home, zl_err *err) {
     }
     pthread_mutex_init(&ms->mu, NULL);
     pthread_cond_init(&ms->cv, NULL);
-    ms->m[0] = (zl_model_slot){ms, {0}, o->model_path, home, 0, 0, 0};
+    ms->m[0] = (zl_model_slot){ms, {0}, o->model_path, home, 0, 0, 0, 0};
     if (!o->model_id) id_of(o->model_path, home->model_id, sizeof home->model_id); /* ids drop .gguf once there are several */
     snprintf(ms->m[0].id, sizeof ms->m[0].id, "%s", home->model_id);
     ms->n = 1;
@@ -77,8 +93,13 @@ int zl_models_setup(zl_srv *home, zl_err *err) {
             }
         ms->n++;
     }
+    for (int i = 0; i < ms->n; i++) ms->m[i].bytes = file_bytes(ms->m[i].path);
     ms->max_loaded = o->models_max > 0 ? o->models_max : ms->n;
+    ms->budget = o->models_budget;
+    ms->idle_ms = o->models_idle_s * 1e3;
+    pthread_cond_init(&ms->sweep_cv, NULL);
     home->models = ms;
+    if (ms->idle_ms > 0 && pthread_create(&ms->sweeper, NULL, sweep_main, ms) == 0) ms->has_sweeper = 1;
     return 0;
 }
 
@@ -156,6 +177,51 @@ static int n_loaded(const zl_models *ms) {
     return k;
 }
 
+static uint64_t loaded_bytes(const zl_models *ms) {
+    uint64_t b = 0;
+    for (int i = 0; i < ms->n; i++) b += ms->m[i].srv || ms->m[i].loading ? ms->m[i].bytes : 0;
+    return b;
+}
+
+/* Under mu: room for s (a count and a byte budget). */
+static int room_for(const zl_models *ms, const zl_model_slot *s) {
+    return n_loaded(ms) < ms->max_loaded && (!ms->budget || loaded_bytes(ms) + s->bytes <= ms->budget);
+}
+
+/* Under mu (released while freeing): unload slot out. */
+static void unload(zl_models *ms, zl_model_slot *out, const char *why) {
+    zl_srv *gone = out->srv;
+    out->srv = NULL;
+    pthread_mutex_unlock(&ms->mu);
+    fprintf(stderr, "zerolayer: unloading model '%s' (%s)\n", out->id, why);
+    srv_free(gone);
+    pthread_mutex_lock(&ms->mu);
+}
+
+static void *sweep_main(void *arg) {
+    zl_models *ms = arg;
+    pthread_mutex_lock(&ms->mu);
+    while (!ms->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250 * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&ms->sweep_cv, &ms->mu, &ts);
+        double now = zl_now_ms();
+        for (int i = 1; i < ms->n && !ms->stop; i++) {
+            zl_model_slot *s = &ms->m[i];
+            if (!s->srv || s->refs || s->loading || now - s->last_used < ms->idle_ms) continue;
+            zl_sched_stats st;
+            zl_sched_get_stats(s->srv->sched, &st);
+            if (st.running || st.waiting) continue;
+            unload(ms, s, "idle past --models-idle");
+        }
+    }
+    pthread_mutex_unlock(&ms->mu);
+    return NULL;
+}
+
 int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret) {
     zl_models *ms = r->srv->models;
     if (!ms || ms->n < 2 || r->model_slot) return 0;
@@ -177,20 +243,19 @@ int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret) {
     while (s->loading) pthread_cond_wait(&ms->cv, &ms->mu);
     if (!s->srv) {
         zl_model_slot *out = NULL;
-        while (n_loaded(ms) >= ms->max_loaded && (out = victim(ms))) {
-            zl_srv *gone = out->srv;
-            out->srv = NULL;
+        while (!room_for(ms, s) && (out = victim(ms))) unload(ms, out, "least recently used: making room");
+        if (!room_for(ms, s)) {
+            uint64_t first = ms->m[0].bytes;
             pthread_mutex_unlock(&ms->mu);
-            fprintf(stderr, "zerolayer: unloading model '%s' (least recently used; --models-max %d)\n", out->id,
-                    ms->max_loaded);
-            srv_free(gone);
-            pthread_mutex_lock(&ms->mu);
-        }
-        if (n_loaded(ms) >= ms->max_loaded) {
-            pthread_mutex_unlock(&ms->mu);
-            *ret = zl_reply_error(r, ZL_E_BUSY, NULL,
-                                  "model '%s' is not loaded and all %d loaded models are in use (--models-max); "
-                                  "retry shortly", s->id, ms->max_loaded);
+            if (ms->budget && first + s->bytes > ms->budget)
+                *ret = zl_reply_error(r, ZL_E_INVALID, "model",
+                                      "model '%s' (%.1f MiB) does not fit --models-mb %.0f beside the first model "
+                                      "(%.1f MiB)", s->id, s->bytes / 1048576.0, ms->budget / 1048576.0,
+                                      first / 1048576.0);
+            else
+                *ret = zl_reply_error(r, ZL_E_BUSY, NULL,
+                                      "model '%s' is not loaded and the loaded models are in use (--models-max %d%s); "
+                                      "retry shortly", s->id, ms->max_loaded, ms->budget ? ", --models-mb" : "");
             return -1;
         }
         s->loading = 1;
@@ -259,6 +324,14 @@ json_t *zl_models_list(zl_srv *home, int anthropic) {
 void zl_models_free(zl_srv *home) {
     zl_models *ms = home->models;
     if (!ms) return;
+    if (ms->has_sweeper) {
+        pthread_mutex_lock(&ms->mu);
+        ms->stop = 1;
+        pthread_cond_signal(&ms->sweep_cv);
+        pthread_mutex_unlock(&ms->mu);
+        pthread_join(ms->sweeper, NULL);
+    }
+    pthread_cond_destroy(&ms->sweep_cv);
     for (int i = 1; i < ms->n; i++) srv_free(ms->m[i].srv);
     pthread_mutex_destroy(&ms->mu);
     pthread_cond_destroy(&ms->cv);

@@ -30,6 +30,8 @@ typedef struct zl_server_opts {
     const char **models;
     const char **model_aliases;
     int n_models, models_max;
+    uint64_t models_budget; /* bytes of loaded model files at most (0: no bound) */
+    double models_idle_s;   /* unload a model (not the first) unused this long (0: never) */
     zl_llm_opts llm_opts;
     /* sessions and prefix cache (0: defaults) */
     double session_ttl_s;         /* 120 */

@@ -11,6 +11,8 @@
 #   - loading the third unloads the least recently used idle one, which
 #     loads again on its next request; while a stream holds 'small', 'tiny2'
 #     cannot load (429) and can once the stream is done;
+#   - --models-idle unloads an unused model, --models-mb bounds the loaded
+#     files' bytes (LRU idle ones make room; one that can never fit is a 400);
 #   - --models-dir serves every .gguf of a directory.
 # usage: models.sh ZL_BINARY ROOT   (run through need_models.sh)
 set -uo pipefail
@@ -137,6 +139,62 @@ print('%s --models-dir: ids %s, b-small answers %r' % ('ok  ' if ok else 'FAIL',
 sys.exit(0 if ok else 1)
 PY
 stop_server
+# --models-idle: an unused model goes by itself; --models-mb: the loaded files' bytes are bounded
+lifecycle() { # label, python check, serve args...
+    local label="$1" code="$2"; shift 2
+    zl_serve_start -m "$TINY" -m "$SMALL" --alias small -m "$TINY" --alias tiny2 --parallel 1 --ctx 256 "$@" ||
+        { fails=$((fails + 1)); return; }
+    python3 - "$URL" "$T/refs.json" "$label" "$code" <<'PY' || fails=$((fails + 1))
+import json, sys, time, urllib.request, urllib.error
+URL, REFS, LABEL, CODE = sys.argv[1:5]
+refs = json.load(open(REFS))
+def req(path, body=None):
+    r = urllib.request.Request(URL + path, json.dumps(body).encode() if body is not None else None,
+                               {'content-type': 'application/json'})
+    try:
+        with urllib.request.urlopen(r, timeout=300) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+def status():
+    return {m['id']: m['meta']['status'] for m in req('/v1/models')[1]['data']}
+def chat(model):
+    return req('/v1/chat/completions', {'model': model, 'max_tokens': 12, 'temperature': 0,
+                                        'messages': [{'role': 'user', 'content': 'What is the capital of France?'}]})
+def comp(model):
+    return req('/v1/completions', {'model': model, 'prompt': 'Once upon a time', 'max_tokens': 16, 'temperature': 0})
+fails = 0
+def check(ok, what):
+    global fails
+    print(('ok   ' if ok else 'FAIL ') + LABEL + ': ' + what)
+    fails += 0 if ok else 1
+exec(CODE)
+sys.exit(1 if fails else 0)
+PY
+    stop_server
+}
+lifecycle "--models-idle 1" '
+st, j = chat("small")
+check(st == 200 and j["choices"][0]["message"]["content"] == refs["small"] and status()["small"] == "loaded", "small loaded and answers")
+time.sleep(2.5)
+check(status() == {"stories260K": "loaded", "small": "unloaded", "tiny2": "unloaded"}, "unused for 2.5 s: unloaded, the first stays: %s" % status())
+st, j = chat("small")
+check(st == 200 and j["choices"][0]["message"]["content"] == refs["small"], "and loads again on use")
+' --models-idle 1
+# stories260K is 1.1 MiB, SmolLM2 93.8 MiB: 95 MiB hold the first and small, not tiny2 as well
+lifecycle "--models-mb 95" '
+st, j = chat("small")
+check(st == 200 and status()["small"] == "loaded", "first + small fit: %s" % status())
+st, j = comp("tiny2")
+check(st == 200 and j["choices"][0]["text"] == refs["tiny"] and status() == {"stories260K": "loaded", "small": "unloaded", "tiny2": "loaded"},
+      "tiny2 on top would not: small (idle) made room: %s" % status())
+' --models-mb 95
+lifecycle "--models-mb 50" '
+st, e = chat("small")
+check(st == 400 and "does not fit --models-mb 50" in e["error"]["message"], "a model larger than the budget: %d %s" % (st, e["error"]["message"]))
+st, j = comp("tiny2")
+check(st == 200 and j["choices"][0]["text"] == refs["tiny"], "a small one still loads")
+' --models-mb 50
 out=$("$BIN" serve -m "$TINY" -m "$TINY" --port 0 2>&1); rc=$?
 if [ $rc -ne 0 ] && printf '%s' "$out" | grep -q "two models have the id 'stories260K'"; then echo "ok   same id twice: $out"
 else echo "FAIL same id twice: rc $rc: $out"; fails=$((fails + 1)); fi

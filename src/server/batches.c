@@ -17,7 +17,6 @@
  * KV before freeing it (sched.h). */
 #include <stdlib.h>
 #include <string.h>
-#include <stdint.h>
 #include <time.h>
 
 #include "anthropic.h"

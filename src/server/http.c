@@ -281,10 +281,11 @@ uint64_t zl_rand_seed(void) {
 json_t *zl_timings_json(const zl_gen_timing *t) {
     double pps = t->prefill_ms > 0 ? t->prompt_tokens * 1e3 / t->prefill_ms : 0;
     double tps = t->decode_ms > 0 && t->generated_tokens > 1 ? (t->generated_tokens - 1) * 1e3 / t->decode_ms : 0;
-    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:f}", "queue_ms", t->queue_ms, "prefill_ms",
-                          t->prefill_ms, "decode_ms", t->decode_ms, "kv_ms", t->kv_ms, "sample_ms", t->sample_ms,
-                          "prompt_tokens", t->prompt_tokens, "generated_tokens", t->generated_tokens, "cached_tokens",
-                          t->cached_tokens, "prompt_tokens_per_second", pps, "tokens_per_second", tps);
+    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:f}", "prep_ms", t->prep_ms,
+                          "queue_ms", t->queue_ms, "prefill_ms", t->prefill_ms, "decode_ms", t->decode_ms, "kv_ms",
+                          t->kv_ms, "sample_ms", t->sample_ms, "prompt_tokens", t->prompt_tokens, "generated_tokens",
+                          t->generated_tokens, "cached_tokens", t->cached_tokens, "prompt_tokens_per_second", pps,
+                          "tokens_per_second", tps);
     if (!j) return j;
     json_object_set_new(j, "ring", json_boolean(t->ring_on));
     if (t->ring_on) {
@@ -306,8 +307,8 @@ json_t *zl_timings_json(const zl_gen_timing *t) {
 }
 
 void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap) {
-    snprintf(buf, cap, "queue;dur=%.3f, prefill;dur=%.3f, decode;dur=%.3f, kv;dur=%.3f, sample;dur=%.3f",
-             t->queue_ms, t->prefill_ms, t->decode_ms, t->kv_ms, t->sample_ms);
+    snprintf(buf, cap, "prep;dur=%.3f, queue;dur=%.3f, prefill;dur=%.3f, decode;dur=%.3f, kv;dur=%.3f, sample;dur=%.3f",
+             t->prep_ms, t->queue_ms, t->prefill_ms, t->decode_ms, t->kv_ms, t->sample_ms);
 }
 
 int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, const char *param) {

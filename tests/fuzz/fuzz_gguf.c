@@ -46,7 +46,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             zl_str e = kv->v.arr.strs[last];
             if (e.len) sink ^= (uint8_t)e.ptr[e.len - 1];
         } else if (kv->v.arr.type != ZL_GGUF_BOOL) {
-            sink ^= (uint8_t)zl_gguf_arr_i64(kv, 0) ^ (uint8_t)zl_gguf_arr_f64(kv, last);
+            double d = zl_gguf_arr_f64(kv, last);
+            uint64_t bits;
+            memcpy(&bits, &d, sizeof bits);
+            sink ^= (uint8_t)zl_gguf_arr_i64(kv, 0) ^ (uint8_t)bits;
         }
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) {

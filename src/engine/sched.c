@@ -7,7 +7,13 @@
  * of streams that is cheaper and simpler than a condition per job.
  *
  * A job is reference counted: the creator holds one reference, the scheduler
- * one from submit until the job finishes.  Whoever drops the last frees it. */
+ * one from submit until the job finishes.  Whoever drops the last frees it.
+ *
+ * A job's states only move forward, and ZL_ASSERT checks each transition:
+ * queued (in the queue, finish NONE) -> running (in a slot, finish NONE;
+ * n_fed rises to n_prompt, then tokens are pushed) -> finished (finish set
+ * once, still in its slot; nothing more is pushed) -> reaped (out of the
+ * slot, its sequence released). */
 #include "sched.h"
 
 #include <math.h>
@@ -17,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../base/assert.h"
 #include "../base/err.h"
 #include "spec.h"
 
@@ -274,7 +281,8 @@ void zl_job_get_times(zl_sched *s, zl_job *j, zl_job_times *t) {
 
 /* Under s->mu. */
 static void job_finish(zl_sched *s, zl_job *j, zl_finish why) {
-    if (j->finish) return;
+    ZL_ASSERT(why != ZL_FINISH_NONE);
+    if (j->finish) return; /* the first reason stands */
     j->finish = why;
     j->times.t_done = zl_now_ms();
     (void)s;
@@ -282,6 +290,7 @@ static void job_finish(zl_sched *s, zl_job *j, zl_finish why) {
 
 /* Under s->mu. */
 static int job_push(zl_job *j, const zl_job_tok *t) {
+    ZL_ASSERT(!j->finish && j->n_fed >= j->n_prompt); /* a token only after the prompt, never after the end */
     if (j->n_toks == j->cap_toks) {
         int nc = j->cap_toks ? j->cap_toks * 2 : 64;
         zl_job_tok *nt = realloc(j->toks, (size_t)nc * sizeof *nt);
@@ -334,6 +343,7 @@ static void sched_admit(zl_sched *s, zl_job **admitted, int *n_admitted) {
         *pp = j->next;
         if (s->q_tail == j) s->q_tail = NULL;
         s->n_waiting--;
+        ZL_ASSERT(s->n_waiting >= 0);
         job_finish(s, j, ZL_FINISH_CANCEL);
         job_unref(j);
     }
@@ -349,6 +359,7 @@ static void sched_admit(zl_sched *s, zl_job **admitted, int *n_admitted) {
         s->q_head = j->next;
         if (!s->q_head) s->q_tail = NULL;
         s->n_waiting--;
+        ZL_ASSERT(s->n_waiting >= 0 && !j->finish && !j->seq && j->n_fed == 0 && j->n_toks == 0); /* queued -> running */
         j->next = NULL;
         j->times.t_admit = zl_now_ms();
         s->running[i] = j;
@@ -365,6 +376,7 @@ static int sched_reap(zl_sched *s, zl_job **dead) {
         if (!j || !j->finish) continue;
         s->running[i] = NULL;
         s->n_running--;
+        ZL_ASSERT(s->n_running >= 0); /* finished -> reaped */
         dead[n++] = j;
     }
     return n;
@@ -435,6 +447,7 @@ static int job_prefill_solo(zl_sched *s, zl_job *j, int n) {
     pthread_mutex_unlock(&s->mu);
     if (rc) return -1;
     j->n_fed += n;
+    ZL_ASSERT(j->n_fed <= j->n_prompt);
     if (j->prefill_only && j->n_fed >= j->n_prompt) {
         pthread_mutex_lock(&s->mu);
         job_finish(s, j, ZL_FINISH_LENGTH);
@@ -563,6 +576,7 @@ static void sched_step(zl_sched *s, zl_batch_item *items, zl_verify **vers, zl_j
             zl_job *j = owners[i];
             if (i >= n_decode) {
                 j->n_fed += items[i].n;
+                ZL_ASSERT(j->n_fed <= j->n_prompt);
                 if (j->n_fed < j->n_prompt || j->prefill_only) continue;
                 outs[i] = job_sample(s, j, nv);
                 n_out[i] = 1;
@@ -732,6 +746,8 @@ static void *sched_main(void *arg) {
                 rc = zl_seq_new(&j->seq, s->llm, &so, &err);
             }
             if (!rc) rc = job_arm(s, j, &err);
+            /* token ownership: the sequence holds exactly the prompt tokens counted as fed */
+            ZL_ASSERT(rc || zl_seq_n_past(j->seq) == j->n_fed);
             j->times.kv_ms += zl_now_ms() - t0;
             if (rc || j->n_prompt <= 0 || (!j->bounded && j->n_prompt >= s->o.n_ctx)) {
                 pthread_mutex_lock(&s->mu);

@@ -113,6 +113,7 @@ void zl_kv_truncate(zl_kv *kv, int n) {
         for (int l = 0; l < kv->n_layers; l++)
             if (n == 0 || kv->layer_off[l] > n) kv->layer_off[l] = n; /* an emptied layer starts again at n */
     kv->n_used = n;
+    zl_kv_assert_ok(kv);
 }
 
 size_t zl_kv_bytes(const zl_kv *kv) { return 2 * (size_t)kv->n_layers * kv->n_ctx * kv->row_bytes; }

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/assert.h"
 #include "../base/err.h"
 #include "../tensor/rope.h"
 #include "../tensor/types.h"
@@ -70,9 +71,11 @@ unsigned long long zl_kv_allocs(void);
  * draft scratch rows past n_used (n_dirty). */
 void zl_kv_truncate(zl_kv *kv, int n);
 static inline void *zl_kv_k(const zl_kv *kv, int layer, int slot) {
+    ZL_ASSERT(layer >= 0 && layer < kv->n_layers && slot >= 0 && slot < kv->n_ctx);
     return kv->k + ((size_t)layer * kv->n_ctx + slot) * kv->row_bytes;
 }
 static inline void *zl_kv_v(const zl_kv *kv, int layer, int slot) {
+    ZL_ASSERT(layer >= 0 && layer < kv->n_layers && slot >= 0 && slot < kv->n_ctx);
     return kv->v + ((size_t)layer * kv->n_ctx + slot) * kv->row_bytes;
 }
 /* The slot of `layer` that holds (or receives) the token at position pos.
@@ -81,6 +84,22 @@ static inline void *zl_kv_v(const zl_kv *kv, int layer, int slot) {
  * of that layer. */
 static inline int zl_kv_slot(const zl_kv *kv, int layer, int pos) {
     return kv->layer_off ? pos - kv->layer_off[layer] : pos;
+}
+/* The bookkeeping invariants (K1/K2/K4 of docs/DESIGN.md) that hold between
+ * calls: n_used and n_dirty within the context, every layer's entries within
+ * its slots.  Checked by ZL_ASSERT after each KV-layer change; a no-op in
+ * Release. */
+static inline void zl_kv_assert_ok(const zl_kv *kv) {
+#if ZL_ASSERTS
+    ZL_ASSERT(kv->n_used >= 0 && kv->n_used <= kv->n_ctx);
+    ZL_ASSERT(kv->n_dirty >= 0 && kv->n_dirty <= kv->n_ctx);
+    for (int l = 0; kv->layer_off && l < kv->n_layers; l++) {
+        int held = kv->n_used - kv->layer_off[l];
+        ZL_ASSERT(kv->layer_off[l] >= 0 && held >= 0 && held <= kv->n_ctx);
+    }
+#else
+    (void)kv;
+#endif
 }
 /* Entries layer `layer` holds. */
 static inline int zl_kv_layer_used(const zl_kv *kv, int layer) { return zl_kv_slot(kv, layer, kv->n_used); }

@@ -185,6 +185,9 @@ int zl_kv_set_policy(zl_kv *kv, const zl_kv_policy *p, const zl_rope *rope, int 
 }
 
 void zl_kv_note_written(zl_kv *kv, int pos, int n) {
+    /* the forward that wrote [pos, pos + n) has already raised n_used (or n_dirty) over it */
+    ZL_ASSERT(pos >= 0 && n >= 0 && pos + n <= (kv->n_dirty > kv->n_used ? kv->n_dirty : kv->n_used));
+    zl_kv_assert_ok(kv);
     if (kv->birth)
         for (int s = 0; s < kv->slices; s++) {
             int slot = zl_kv_slot(kv, s, pos);
@@ -387,6 +390,9 @@ int zl_kv_make_room(zl_kv *kv, int n_new, zl_err *err) {
     }
     kv->evicted = kv->evicted_entries / (uint64_t)kv->n_layers;
     kv->n_used = n_pos;
+    zl_kv_assert_ok(kv);
+    /* room made: every layer takes the n_new tokens within its slots */
+    for (int s = 0; s < S; s++) ZL_ASSERT(zl_kv_layer_used(kv, s) + n_new <= kv->n_ctx);
     free(keep);
     free(c);
     free(tmp);

@@ -32,7 +32,6 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 
-#include <cpuid.h>
 #include <immintrin.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -632,21 +631,6 @@ ZL_PAIR(dot_q4_k, dot_q4_k_body)
 ZL_PAIR(dot_q5_k, dot_q5_k_body)
 ZL_PAIR(dot_q6_k, dot_q6_k_impl)
 
-/* AVX512_VBMI is not part of zl_cpu's level: read it here (CPUID leaf 7,
- * ECX bit 1); the OS support for zmm state is implied by the AVX-512 level.
- * CPUID traps to the hypervisor in a VM (tens of microseconds), so the
- * answer is kept; concurrent first calls store the same value. */
-static int cpu_has_vbmi(void) {
-    static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        unsigned a, b, c, d;
-        v = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 1) & 1);
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
-
 zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi) {
     switch (t) {
     case ZL_TYPE_F32: return dot_f32;
@@ -672,7 +656,7 @@ zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi) {
 }
 
 zl_dot_fn zl_dot_fn_avx512(zl_type t) {
-    return zl_dot_fn_avx512_variant(t, zl_cpu_get()->avx512vnni, cpu_has_vbmi());
+    return zl_dot_fn_avx512_variant(t, zl_cpu_get()->avx512vnni, zl_cpu_get()->avx512vbmi);
 }
 
 zl_dot4_fn zl_dotT_fn_avx512(zl_type t, int T) {
@@ -776,7 +760,7 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
 #undef ZL_SET_T
 
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out) {
-    return zl_prep_kernel_avx512_variant(t, zl_cpu_get()->avx512vnni, cpu_has_vbmi(), out);
+    return zl_prep_kernel_avx512_variant(t, zl_cpu_get()->avx512vnni, zl_cpu_get()->avx512vbmi, out);
 }
 
 /* ---- activation quantisers ---------------------------------------------- */

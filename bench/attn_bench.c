@@ -6,9 +6,8 @@
  * (2 * hd MACs per row and position: q.k and p.v).  Shapes: a decode tile
  * (GQA group of 8 heads x 1 token) and prefill tiles (8 heads x 4 and x 8 tokens).
  *
- *   cmake --build build --target zerolayer
- *   cc -O2 -std=c11 -D_GNU_SOURCE -Isrc bench/attn_bench.c build/libzerolayer.a -lpthread -lm -o /tmp/abench
- *   /tmp/abench [len=2048]
+ *   cmake --build build --target attn_bench     (a CMake target, part of the default build)
+ *   build/bin/attn_bench [len=2048]
  *
  * ZL_ISA=scalar|avx2|avx512 caps the kernel level. */
 #include <stdio.h>

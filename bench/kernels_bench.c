@@ -5,10 +5,10 @@
  * in the last-level cache), and "stream", cycling through enough copies to
  * exceed the caches, which is what decode of a real model sees.
  *
- *   cmake --build build --target zerolayer
- *   cc -O2 -std=c11 -D_GNU_SOURCE -Isrc bench/kernels_bench.c build/libzerolayer.a -lpthread -lm -o /tmp/kbench
- *   /tmp/kbench [rows cols threads stream_MiB]       (default 5632 2048 1 1024)
+ *   cmake --build build --target kernels_bench     (a CMake target, part of the default build)
+ *   build/bin/kernels_bench [rows cols threads stream_MiB types]  (default 5632 2048 1 1024 and the list below)
  *
+ * types: comma-separated names (Q4_1,Q5_0) to time only those. *
  * ZL_ISA=scalar|avx2|avx512 caps the kernel level. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +50,22 @@ int main(int argc, char **argv) {
     int64_t rows = argc > 1 ? atoll(argv[1]) : 5632, cols = argc > 2 ? atoll(argv[2]) : 2048;
     int threads = argc > 3 ? atoi(argv[3]) : 1;
     size_t stream_bytes = (size_t)(argc > 4 ? atoll(argv[4]) : 1024) << 20;
-    const zl_type types[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0, ZL_TYPE_Q4_K, ZL_TYPE_Q5_K, ZL_TYPE_Q6_K, ZL_TYPE_F16};
+    zl_type types[16] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0, ZL_TYPE_Q4_K, ZL_TYPE_Q5_K, ZL_TYPE_Q6_K,
+                         ZL_TYPE_F16,  ZL_TYPE_Q4_1, ZL_TYPE_Q5_0, ZL_TYPE_Q5_1};
+    size_t n_types = 9;
+    if (argc > 5) {
+        char list[256];
+        snprintf(list, sizeof list, "%s", argv[5]);
+        n_types = 0;
+        for (char *tok = strtok(list, ","); tok && n_types < 16; tok = strtok(NULL, ",")) {
+            int t = zl_type_from_name(tok);
+            if (t < 0 || !zl_can_quantize((zl_type)t)) {
+                fprintf(stderr, "kernels_bench: unknown or unquantisable type '%s'\n", tok);
+                return 2;
+            }
+            types[n_types++] = (zl_type)t;
+        }
+    }
     zl_pool *pool = threads > 1 ? zl_pool_new(threads) : NULL;
     if (threads <= 1) g_clock = CLOCK_THREAD_CPUTIME_ID;
     zl_work work = {0};
@@ -61,7 +76,7 @@ int main(int argc, char **argv) {
     printf("matrix %ld x %ld, %d thread(s), isa %s, %s time\n", (long)rows, (long)cols, threads,
            zl_isa_name(zl_cpu_isa()), threads <= 1 ? "thread CPU" : "wall");
     printf("%-5s %9s %12s %12s %14s\n", "type", "MiB", "hot GB/s", "stream GB/s", "8-tok GB/s(h)");
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+    for (size_t ti = 0; ti < n_types; ti++) {
         zl_mat W = {types[ti], rows, cols, NULL, zl_row_size(types[ti], cols)};
         size_t mat_bytes = W.row_bytes * (size_t)rows;
         int copies = (int)(stream_bytes / mat_bytes);

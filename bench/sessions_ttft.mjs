@@ -14,8 +14,11 @@
 // range): on a shared machine single runs are noisy.  The decode step is
 // measured the same way at the same depth (a 17-token generation on the
 // session: decode time / 16).  Server-side phases per figure (medians):
-// queue = submit -> admit, kv = acquire (session / prefix-cache copy),
-// prefill = admit -> first token; http = client time - queue - prefill.
+// prep = request received -> job submitted (body, tokenization), queue =
+// submit -> admit, kv = acquire (session / prefix-cache copy), prefill =
+// admit -> first token; http = client time - prep - queue - prefill (reply
+// and transport).  The session's first continuation (the turn after the
+// seeding request) is also shown on its own against the later turns.
 const URL_ = process.argv[2] || 'http://127.0.0.1:8080';
 const NH = Number(process.argv[3] || 1500), NT = Number(process.argv[4] || 20);
 const REPS = Number(process.argv[5] || 5), COLD_RUNS = Number(process.argv[6] || 1);
@@ -40,9 +43,10 @@ const comp = (user, prompt, extra = {}, headers = {}) =>
 const cachedOf = (x) => x.j.usage.prompt_tokens_details.cached_tokens;
 const med = (a) => { const s = [...a].sort((x, y) => x - y); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const phases = (xs) => {
-  const q = med(xs.map((x) => x.j.timings.queue_ms)), kv = med(xs.map((x) => x.j.timings.kv_ms));
-  const pf = med(xs.map((x) => x.j.timings.prefill_ms)), http = med(xs.map((x) => x.ms - x.j.timings.queue_ms - x.j.timings.prefill_ms));
-  return `[server: queue ${q.toFixed(1)} ms, kv ${kv.toFixed(1)} ms, prefill ${pf.toFixed(0)} ms; http ${http.toFixed(1)} ms]`;
+  const T = (x) => x.j.timings, prep = (x) => T(x).prep_ms || 0;
+  const pr = med(xs.map(prep)), q = med(xs.map((x) => T(x).queue_ms)), kv = med(xs.map((x) => T(x).kv_ms));
+  const pf = med(xs.map((x) => T(x).prefill_ms)), http = med(xs.map((x) => x.ms - prep(x) - T(x).queue_ms - T(x).prefill_ms));
+  return `[server: prep ${pr.toFixed(1)} ms, queue ${q.toFixed(1)} ms, kv ${kv.toFixed(1)} ms, prefill ${pf.toFixed(0)} ms; http ${http.toFixed(1)} ms]`;
 };
 const range = (ms) => `median ${med(ms).toFixed(0)} ms (${Math.min(...ms).toFixed(0)}–${Math.max(...ms).toFixed(0)})`;
 
@@ -75,6 +79,11 @@ for (let i = 0; i < REPS; i++) {
 }
 const se = med(ss.map((x) => x.ms));
 console.log(`session:      ${range(ss.map((x) => x.ms))}  (cached ${ss.map(cachedOf).join('/')})  ${(cold / se).toFixed(1)}x ${phases(ss)}`);
+if (ss.length > 1) {
+  const later = med(ss.slice(1).map((x) => x.ms));
+  console.log(`  1st turn:   ${ss[0].ms.toFixed(0)} ms = ${(ss[0].ms / later).toFixed(2)}x the later turns' median ${later.toFixed(0)} ms ` +
+    `${phases([ss[0]])} vs ${phases(ss.slice(1))}`);
+}
 
 // typing-ahead: the client sends all but the last UNSEEN tokens of the new turn while "typing"
 const tas = [], pres = [], steps = [];

@@ -69,6 +69,28 @@ int zl_llm_tokenize(const zl_llm *llm, const char *text, size_t len, int add_spe
 int zl_llm_detokenize(const zl_llm *llm, const int32_t *ids, size_t n, int render_special, char **out, size_t *len,
                       zl_err *err);
 
+/* ---- vocabulary only ----
+ * A tokenizer built from a GGUF file's tokenizer.ggml.* metadata alone (what
+ * llama-tokenize --vocab-only loads): the file may have no tensors and may
+ * name an architecture the engine cannot run, e.g. llama.cpp's ggml-vocab-*
+ * test files.  Any tokenizer.ggml.model the tokenizer supports works; a file
+ * without tokenizer metadata, or with an unsupported model or pre-tokenizer,
+ * fails with a message naming the key.  The file is closed before open
+ * returns; the handle is read-only and may be shared by threads. */
+typedef struct zl_tokenizer zl_tokenizer;
+int zl_tokenizer_open(zl_tokenizer **out, const char *path, zl_err *err);
+void zl_tokenizer_close(zl_tokenizer *t);
+int zl_tokenizer_n_vocab(const zl_tokenizer *t);
+/* As zl_llm_tokenize / zl_llm_detokenize. */
+int zl_tokenizer_tokenize(const zl_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                          int32_t **ids, size_t *n, zl_err *err);
+int zl_tokenizer_detokenize(const zl_tokenizer *t, const int32_t *ids, size_t n, int render_special, char **out,
+                            size_t *len, zl_err *err);
+
+/* One logit_bias entry: bias is added to the token's logit before any other
+ * transform (-100 effectively bans the token, +100 all but forces it). */
+typedef struct zl_logit_bias { int32_t token; float bias; } zl_logit_bias;
+
 typedef struct zl_sampling {
     float temp;             /* <= 0: greedy */
     int top_k;              /* <= 0: off */
@@ -79,6 +101,10 @@ typedef struct zl_sampling {
     float presence_penalty;
     float frequency_penalty;
     uint64_t seed;
+    /* Borrowed: read (and copied) when a sampler is made from this struct
+     * (zl_seq_new, zl_seq_set_sampling, zl_job_new); ids must be < n_vocab. */
+    const zl_logit_bias *logit_bias;
+    int n_logit_bias;
 } zl_sampling;
 zl_sampling zl_sampling_defaults(void);
 
@@ -107,6 +133,12 @@ typedef enum { ZL_KV_POLICY_FULL = 0, ZL_KV_POLICY_WINDOW = 1, ZL_KV_POLICY_ANCH
  * anchor: sinks + marked anchors + heavy hitters (attention received) + a
  * recent window.  budget: most tokens kept (0 = n_ctx; larger is clamped). */
 int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *err);
+/* The policies' names ("full", "window", "anchor"); the one table is the KV
+ * layer's.  from_name: 0, or -1 (kind untouched) for an unknown name. */
+const char *zl_kv_policy_name(zl_kv_policy_kind kind);
+int zl_kv_policy_from_name(const char *name, zl_kv_policy_kind *kind);
+/* "full, window or anchor", for messages that list the choices. */
+const char *zl_kv_policy_names(void);
 typedef struct zl_kv_stats {
     int cached, budget, anchors;
     uint64_t evicted;
@@ -185,6 +217,43 @@ void zl_seq_spec_stats(const zl_seq *s, zl_spec_stats *st);
  * layers (no second cache, no layer run twice); under a KV slicing policy it
  * drafts in a cache of its own. */
 int zl_llm_open_truncated(zl_llm **out, zl_llm *llm, int n_layers, zl_err *err);
+
+/* ---- embeddings ----
+ * A token's hidden state is the residual stream leaving the last layer,
+ * passed through the model's output norm (what the output matrix would turn
+ * into logits).  An input's embedding pools those states over its tokens
+ * (mean: their average; cls: the first token's; last: the last token's) and
+ * is L2-normalised.  The arithmetic of a token does not depend on what else
+ * shares its forward pass, so an input's vector is the same whichever inputs
+ * it is batched with. */
+typedef enum { ZL_POOL_MEAN = 0, ZL_POOL_CLS = 1, ZL_POOL_LAST = 2 } zl_pooling;
+int zl_llm_n_embd(const zl_llm *llm);
+/* general.architecture ("llama", "qwen2", ...). */
+const char *zl_llm_arch(const zl_llm *llm);
+/* The pooling the file asks for in <arch>.pooling_type (mean, cls or last),
+ * or -1 when it names none (absent, "none" or "rank"). */
+int zl_llm_pooling(const zl_llm *llm);
+const char *zl_pooling_name(zl_pooling p);
+/* Feed n tokens as zl_seq_eval does, without the output matrix: hidden gets
+ * n * n_embd floats, each token's hidden state.  The sequence has no logits
+ * afterwards (zl_seq_logits returns NULL until the next zl_seq_eval). */
+int zl_seq_eval_hidden(zl_seq *s, const int32_t *ids, int n, int batch, float *hidden, zl_err *err);
+/* Embeddings of several inputs, computed step by step so a caller that
+ * serialises forward passes (the server's engine thread) can interleave
+ * them with generation.  Each step is one forward over at most max_tokens
+ * tokens: the rest of the input in progress and as many of the next ones as
+ * fit (a long input spans several steps, in its own KV cache, freed when it
+ * is done).  Inputs must be non-empty with valid token ids. */
+typedef struct zl_embedder zl_embedder;
+int zl_embedder_new(zl_embedder **out, zl_llm *llm, const int32_t *const *inputs, const int *n, int n_inputs,
+                    zl_pooling pooling, zl_err *err);
+/* One step; *done = 1 once every input's vector is ready.  0 or an error. */
+int zl_embedder_step(zl_embedder *e, int max_tokens, int *done, zl_err *err);
+/* Input i's embedding (n_embd floats), or NULL before it is done. */
+const float *zl_embedder_vector(const zl_embedder *e, int i);
+void zl_embedder_free(zl_embedder *e);
+/* All steps at once: out gets n_embd floats. */
+int zl_llm_embed(zl_llm *llm, const int32_t *ids, int n, zl_pooling pooling, float *out, zl_err *err);
 
 /* Streaming detokeniser: returns only complete UTF-8 characters. */
 typedef struct zl_stream zl_stream;

@@ -7,18 +7,35 @@ regex library we keep one sorted table of code point ranges, each tagged with
 its major general category (L, M, N, P, S, Z, C) and a White_Space bit, and the
 matchers in pretok.c consult it.
 
-White_Space is derived as str.isspace() minus U+001C..U+001F: Python's isspace
-also accepts those four information separators, the Unicode property (and
-llama.cpp's tables) do not.
+White_Space is derived the way str.isspace() defines whitespace (general
+category Zs, or bidirectional class WS, B or S), from the same pinned data,
+minus U+001C..U+001F: that rule also accepts those four information
+separators, the Unicode property (and llama.cpp's tables) do not.
 
 A few pre-tokenizers (deepseek-llm, deepseek-coder) spell their classes as
 explicit code point ranges; those are copied below from the published
 tokenizer.json patterns and emitted as range tables too.
 
-Usage: python3 tools/gen_unicode_tables.py > src/tokenizer/ucd_tables.c
+The data must be Unicode 15.1: that is the version of llama.cpp's tables,
+and tokenization has to agree with llama.cpp on every code point (letters
+added later, e.g. CJK Extension H in 15.0, would otherwise split words
+differently).  Python's own unicodedata follows the interpreter's release, so
+the tables come from the unicodedata2 package pinned to 15.1.0.
+
+Usage: pip install unicodedata2==15.1.0
+       python3 tools/gen_unicode_tables.py > src/tokenizer/ucd_tables.c
 """
 import sys
-import unicodedata
+
+try:
+    import unicodedata2 as unicodedata
+except ImportError:
+    sys.exit("gen_unicode_tables.py: needs the unicodedata2 package (pip install unicodedata2==15.1.0)")
+
+UNICODE_VERSION = "15.1.0"
+if unicodedata.unidata_version != UNICODE_VERSION:
+    sys.exit("gen_unicode_tables.py: unicodedata2 has Unicode %s, the tables must be %s "
+             "(pip install unicodedata2==15.1.0)" % (unicodedata.unidata_version, UNICODE_VERSION))
 
 MAX_CP = 0x110000
 CATS = {"L": 1, "M": 2, "N": 3, "P": 4, "S": 5, "Z": 6, "C": 7}
@@ -26,7 +43,9 @@ WS_BIT = 8
 
 
 def is_white_space(cp):
-    return chr(cp).isspace() and not (0x1C <= cp <= 0x1F)
+    c = chr(cp)
+    spacey = unicodedata.category(c) == "Zs" or unicodedata.bidirectional(c) in ("WS", "B", "S")
+    return spacey and not (0x1C <= cp <= 0x1F)
 
 
 def flags_of(cp):

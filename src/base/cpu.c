@@ -1,8 +1,12 @@
 /* cpu.c — CPUID-based feature detection; see cpu.h.
- * The detected level is process-wide state written once (or by tests through
- * zl_cpu_set_isa); kernels read it through the dispatch table in tensor/. */
+ * Owns the only computation of the ISA level (level_of) and the one place
+ * AVX-512 extensions are read.  Detection runs once per process under
+ * pthread_once; the level the kernels dispatch to is an atomic that only
+ * zl_cpu_set_isa changes.  Never decides which kernel runs (tensor/ does). */
 #include "cpu.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,12 +19,20 @@ static unsigned long long xgetbv0(void) {
 }
 #endif
 
-static zl_cpu g_cpu;
-static int g_detected;
-static zl_isa g_isa;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static zl_cpu g_cpu;          /* written once, in detect */
+static zl_isa g_max;          /* what the CPU supports, after the ZL_ISA cap */
+static _Atomic int g_active;  /* the level kernels dispatch to (<= g_max) */
+
+/* The level a feature set supports: AVX2 needs FMA and F16C; AVX-512 needs
+ * AVX2 and F/BW/VL/DQ (VNNI, VBMI, BF16 are extensions kernels ask for). */
+static zl_isa level_of(const zl_cpu *c) {
+    if (!(c->avx2 && c->fma && c->f16c)) return ZL_ISA_SCALAR;
+    if (!(c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq)) return ZL_ISA_AVX2;
+    return ZL_ISA_AVX512;
+}
 
 static void detect(void) {
-    if (g_detected) return;
     memset(&g_cpu, 0, sizeof g_cpu);
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
@@ -37,38 +49,30 @@ static void detect(void) {
             g_cpu.avx512dq = zmm_ok && ((b >> 17) & 1);
             g_cpu.avx512bw = zmm_ok && ((b >> 30) & 1);
             g_cpu.avx512vl = zmm_ok && ((b >> 31) & 1);
+            g_cpu.avx512vbmi = zmm_ok && ((c >> 1) & 1);
             g_cpu.avx512vnni = zmm_ok && ((c >> 11) & 1);
         }
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) g_cpu.avx512bf16 = zmm_ok && ((a >> 5) & 1);
     }
 #endif
-    zl_isa isa = ZL_ISA_SCALAR;
-    if (g_cpu.avx2 && g_cpu.fma && g_cpu.f16c) isa = ZL_ISA_AVX2;
-    if (isa == ZL_ISA_AVX2 && g_cpu.avx512f && g_cpu.avx512bw && g_cpu.avx512vl && g_cpu.avx512dq)
-        isa = ZL_ISA_AVX512;
+    zl_isa isa = level_of(&g_cpu), cap = isa;
     const char *env = getenv("ZL_ISA");
-    if (env) {
-        zl_isa cap = isa;
-        if (!strcmp(env, "scalar")) cap = ZL_ISA_SCALAR;
-        else if (!strcmp(env, "avx2")) cap = ZL_ISA_AVX2;
-        else if (!strcmp(env, "avx512")) cap = ZL_ISA_AVX512;
-        if (cap < isa) isa = cap;
-    }
-    g_isa = isa;
-    g_detected = 1;
+    if (env && zl_isa_from_name(env, &cap) == 0 && cap < isa) isa = cap;
+    g_max = isa;
+    atomic_store(&g_active, (int)isa);
 }
 
-const zl_cpu *zl_cpu_get(void) { detect(); return &g_cpu; }
-zl_isa zl_cpu_isa(void) { detect(); return g_isa; }
+static void ensure(void) { pthread_once(&g_once, detect); }
+
+const zl_cpu *zl_cpu_get(void) { ensure(); return &g_cpu; }
+zl_isa zl_cpu_max_isa(void) { ensure(); return g_max; }
+zl_isa zl_cpu_isa(void) { ensure(); return (zl_isa)atomic_load_explicit(&g_active, memory_order_relaxed); }
 
 zl_isa zl_cpu_set_isa(zl_isa want) {
-    detect();
-    zl_isa max = ZL_ISA_SCALAR;
-    if (g_cpu.avx2 && g_cpu.fma && g_cpu.f16c) max = ZL_ISA_AVX2;
-    if (max == ZL_ISA_AVX2 && g_cpu.avx512f && g_cpu.avx512bw && g_cpu.avx512vl && g_cpu.avx512dq)
-        max = ZL_ISA_AVX512;
-    g_isa = want < max ? want : max;
-    return g_isa;
+    ensure();
+    zl_isa isa = want < ZL_ISA_SCALAR ? ZL_ISA_SCALAR : want < g_max ? want : g_max;
+    atomic_store(&g_active, (int)isa);
+    return isa;
 }
 
 const char *zl_isa_name(zl_isa isa) {
@@ -77,4 +81,10 @@ const char *zl_isa_name(zl_isa isa) {
     case ZL_ISA_AVX2: return "avx2";
     default: return "scalar";
     }
+}
+
+int zl_isa_from_name(const char *name, zl_isa *out) {
+    for (int i = ZL_ISA_SCALAR; i <= ZL_ISA_AVX512; i++)
+        if (!strcmp(name, zl_isa_name((zl_isa)i))) { *out = (zl_isa)i; return 0; }
+    return -1;
 }

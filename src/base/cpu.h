@@ -1,9 +1,12 @@
-/* cpu.h — run-time CPU feature detection.
+/* cpu.h — run-time CPU feature detection and the ISA level.
  *
  * Kernels are chosen from what the CPU reports, never from compile flags, so
  * one binary runs on scalar-only, AVX2 and AVX-512 machines.  The environment
- * variable ZL_ISA=scalar|avx2|avx512 caps the level (tests use it to exercise
- * every path on one machine). */
+ * variable ZL_ISA=scalar|avx2|avx512 caps the level for the whole process (as
+ * if the CPU had no more), read once at the first call.
+ *
+ * Thread contract: detection runs once (pthread_once); every function may be
+ * called from any thread. */
 #ifndef ZL_CPU_H
 #define ZL_CPU_H
 
@@ -11,14 +14,24 @@ typedef enum { ZL_ISA_SCALAR = 0, ZL_ISA_AVX2 = 1, ZL_ISA_AVX512 = 2 } zl_isa;
 
 typedef struct zl_cpu {
     int avx2, fma, f16c;              /* AVX2 level needs all three */
-    int avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+    int avx512f, avx512bw, avx512vl, avx512dq; /* AVX-512 level needs all four */
+    int avx512vnni, avx512vbmi, avx512bf16;    /* extensions, asked for by kernels */
 } zl_cpu;
 
+/* The features CPUID reports (not capped by ZL_ISA). */
 const zl_cpu *zl_cpu_get(void);
-/* Highest usable ISA level, after the ZL_ISA cap. */
+/* The highest level this process may use: the CPU's, capped by ZL_ISA. */
+zl_isa zl_cpu_max_isa(void);
+/* The level kernels dispatch to now: zl_cpu_max_isa() unless set below. */
 zl_isa zl_cpu_isa(void);
-/* Force a level (clamped to what the CPU supports); returns the level set. */
+/* Switches dispatch for the WHOLE PROCESS to min(want, zl_cpu_max_isa()) and
+ * returns the level set.  For tests and benchmarks that compare levels in one
+ * process: call it only while no forward pass or kernel runs on any thread
+ * (each call to a dispatcher reads the level once, so a concurrent switch is
+ * not a crash, but a pass would mix levels). */
 zl_isa zl_cpu_set_isa(zl_isa want);
 const char *zl_isa_name(zl_isa isa);
+/* "scalar" | "avx2" | "avx512" -> level; -1 for anything else. */
+int zl_isa_from_name(const char *name, zl_isa *out);
 
 #endif

@@ -14,6 +14,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 /* Print "zerolayer: <msg>" to stderr and return 1 (the exit status). */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

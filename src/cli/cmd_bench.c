@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "../base/clock.h"
 #include "../engine/sched.h"
 #include "cli.h"
 #include "zerolayer.h"
@@ -55,12 +56,6 @@ static int parse_list(const char *flag, const char *s, long *out, int *n, long l
     return *n ? 0 : cli_fail("%s: empty list", flag);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Read bandwidth: `threads` threads sum disjoint halves of a 512 MiB buffer
  * (larger than any cache); best of 3 passes. */
 typedef struct { const unsigned long long *b; size_t n; unsigned long long sum; } bw_part;
@@ -84,14 +79,14 @@ static double measure_bandwidth(int threads) {
     for (int r = 0; r < 3; r++) {
         pthread_t th[64];
         bw_part parts[64];
-        double t = now_s();
+        double t = zl_now_s();
         for (int k = 0; k < threads; k++) {
             parts[k] = (bw_part){b + n / threads * k, n / threads, 0};
             if (k) pthread_create(&th[k], NULL, bw_sum, &parts[k]);
         }
         bw_sum(&parts[0]);
         for (int k = 1; k < threads; k++) pthread_join(th[k], NULL);
-        double gbs = (double)(n / threads * threads) * sizeof *b / (now_s() - t) / 1e9;
+        double gbs = (double)(n / threads * threads) * sizeof *b / (zl_now_s() - t) / 1e9;
         if (gbs > best) best = gbs;
     }
     free(b);
@@ -128,9 +123,9 @@ static int verify_curve(const char *model, int threads, int reps) {
         double best = 1e30;
         for (int r = 0; r < (reps < 3 ? 3 : reps); r++) {
             zl_seq_truncate(seq, 128);
-            double t = now_s();
+            double t = zl_now_s();
             if (zl_seq_eval(seq, ids + 128, k, k, NULL, &err)) { zl_seq_free(seq); zl_llm_close(llm); return cli_fail("%s", err.msg); }
-            t = now_s() - t;
+            t = zl_now_s() - t;
             if (t < best) best = t;
         }
         if (k == 1) t1 = best;
@@ -203,13 +198,13 @@ static int batch_engine(zl_llm *llm, int S, int n, int reps, double *tps, double
             free(ids);
             next[i] = zl_seq_sample(seqs[i]);
         }
-        double t = now_s();
+        double t = zl_now_s();
         for (int k = 0; k < n; k++) {
             for (int i = 0; i < S; i++) items[i] = (zl_batch_item){seqs[i], &next[i], 1};
             if (zl_llm_eval_batch(llm, items, S, &err)) { rc = cli_fail("%s", err.msg); goto out; }
             for (int i = 0; i < S; i++) next[i] = zl_seq_sample(seqs[i]);
         }
-        t = now_s() - t;
+        t = zl_now_s() - t;
         double v = (double)S * n / t;
         if (v > *tps) { *tps = v; *step_ms = t * 1e3 / n; }
     }
@@ -397,11 +392,11 @@ int cmd_bench(int argc, char **argv) {
     for (int ti = 0; ti < nth; ti++) {
         zl_llm_opts lo = {(int)th[ti], no_mmap, 0, 0, prefetch ? (int)prefetch : -1, (int)layer_max};
         zl_llm *llm;
-        double t0 = now_s();
+        double t0 = zl_now_s();
         if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
         if (preheat) zl_llm_preheat(llm, cli_progress, "preheat");
         if (ti == 0) {
-            load_ms = (now_s() - t0) * 1e3;
+            load_ms = (zl_now_s() - t0) * 1e3;
             wbytes = zl_llm_weight_bytes(llm);
             snprintf(descbuf, sizeof descbuf, "%s", zl_llm_desc(llm));
             desc = descbuf;
@@ -427,9 +422,9 @@ int cmd_bench(int argc, char **argv) {
             if (!pp[pi]) continue;
             for (int r = 0; r < reps; r++) {
                 zl_seq_truncate(seq, 0);
-                double t = now_s();
+                double t = zl_now_s();
                 if (zl_seq_eval(seq, ids, (int)pp[pi], 512, NULL, &err)) return cli_fail("%s", err.msg);
-                v[r] = pp[pi] / (now_s() - t);
+                v[r] = pp[pi] / (zl_now_s() - t);
             }
             result *R = &res[nres++];
             *R = (result){"pp", pp[pi], th[ti], 0, 0, 0, 0, 0, 0};
@@ -447,7 +442,7 @@ int cmd_bench(int argc, char **argv) {
                 for (int r = 0; r < reps; r++) {
                     zl_seq_truncate(seq, 0);
                     if (depth[di] && zl_seq_eval(seq, ids, (int)depth[di], 512, NULL, &err)) return cli_fail("%s", err.msg);
-                    double t = now_s();
+                    double t = zl_now_s();
                     if (!spec) {
                         for (long k = 0; k < tg[gi]; k++)
                             if (zl_seq_eval(seq, &ids[depth[di] + k], 1, 1, NULL, &err)) return cli_fail("%s", err.msg);
@@ -458,7 +453,7 @@ int cmd_bench(int argc, char **argv) {
                         zl_spec_opts so_ = {ZL_SPEC_LOOKUP, 5, 16, NULL};
                         if (zl_seq_set_spec(seq, &so_, &err) || zl_seq_eval(seq, pat, 64, 64, NULL, &err))
                             return cli_fail("%s", err.msg);
-                        t = now_s();
+                        t = zl_now_s();
                         long got = 0;
                         while (got < tg[gi]) {
                             int32_t o[17];
@@ -471,7 +466,7 @@ int cmd_bench(int argc, char **argv) {
                         acc_sum += st.drafted ? (double)st.accepted / st.drafted : 0;
                         steps_sum += st.steps ? (double)got / st.steps : 1;
                     }
-                    v[r] = tg[gi] / (now_s() - t);
+                    v[r] = tg[gi] / (zl_now_s() - t);
                 }
                 result *R = &res[nres++];
                 *R = (result){spec ? "tg-ring" : "tg", tg[gi], th[ti], depth[di], 0, 0, acc_sum / reps, steps_sum / reps, 0};

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../base/clock.h"
 #include "cli.h"
 #include "zerolayer.h"
 
@@ -143,8 +144,7 @@ int cmd_perplexity(int argc, char **argv) {
     double nll = 0;
     long scored = 0;
     int rc = logits ? 0 : (snprintf(err.msg, sizeof err.msg, "out of memory"), ZL_ENOMEM);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = zl_now_s();
     for (size_t w = 0; !rc && w < n; w += (size_t)n_ctx) {
         int len = n - w < (size_t)n_ctx ? (int)(n - w) : n_ctx;
         zl_seq_truncate(seq, 0);
@@ -162,8 +162,7 @@ int cmd_perplexity(int argc, char **argv) {
             rc = (snprintf(err.msg, sizeof err.msg, "writing %s failed", dump), ZL_EIO);
         fprintf(stderr, "\rzerolayer: %zu/%zu tokens", w + (size_t)len, n);
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    double secs = zl_now_s() - t0;
     fputc('\n', stderr);
     if (df && fclose(df) != 0 && !rc) rc = (snprintf(err.msg, sizeof err.msg, "writing %s failed", dump), ZL_EIO);
     if (!rc && scored) {

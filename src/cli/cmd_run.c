@@ -6,7 +6,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "../base/clock.h"
+#include "../base/cpu.h"
 #include "../engine/spec.h"
+#include "../server/chat_template.h"
 #include "cli.h"
 #include "zerolayer.h"
 
@@ -18,7 +21,10 @@ static const char *k_usage =
     "                     [--spec lookup|draft|off] [--ring N] [--draft-model FILE | --draft-layers N]\n"
     "                     [--ring-cost C1,C2,..|measure]\n"
     "                     [--kv-policy full|window|anchor] [--kv-budget N|F] [--kv-layer-max N]\n"
+    "                     [--chat [--system TEXT]]\n"
     "  Generate a continuation of PROMPT (default: empty, i.e. BOS only) and stream it to stdout.\n"
+    "  --chat          PROMPT is a user message: render it with the model's chat template (after --system TEXT\n"
+    "                  when given) and answer it, stopping at the end of the model's turn\n"
     "  -m MODEL        GGUF model (default: the embedded models/stories260K.gguf)\n"
     "  -n N            tokens to generate (default 256; -1 = until end of text or context)\n"
     "  --temp T        temperature (default 0.8; 0 = greedy)\n"
@@ -50,12 +56,6 @@ static const char *k_usage =
     "  --kv-layer-max N  most tokens one layer keeps under a bounded policy (default: the context); set\n"
     "                  it to the context the model was trained on when its file claims more\n";
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt = "";
     long n_gen = 256, threads = 0, ctx = 0, top_k = 40, last_n = 64;
@@ -68,7 +68,8 @@ int cmd_run(int argc, char **argv) {
     const char *ring_cost = NULL;
     float cost[CLI_RING_COST_MAX];
     int n_cost = 0;
-    const char *kv_policy = "full", *kv_budget = NULL;
+    const char *kv_policy = "full", *kv_budget = NULL, *system = NULL;
+    int chat = 0;
     zl_kv_type kvt = ZL_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -96,6 +97,8 @@ int cmd_run(int argc, char **argv) {
             else return cli_fail("--kv-type must be f16, f32 or q8_0");
         }
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
+        else if (!strcmp(a, "--chat")) chat = 1;
+        else if (!strcmp(a, "--system")) { if (!(system = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--exact")) exact = 1;
         else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
         else if (!strcmp(a, "--mlock")) mlock = 1;
@@ -127,19 +130,38 @@ int cmd_run(int argc, char **argv) {
         return cli_fail("--draft-model/--draft-layers need --spec draft");
     zl_err err = {0};
     zl_llm_opts lo = {(int)threads, no_mmap, mlock, 0, prefetch ? (int)prefetch : -1, (int)layer_max};
-    double t0 = now_s();
+    double t0 = zl_now_s();
     zl_llm *llm;
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     if (preheat) zl_llm_preheat(llm, cli_progress, "preheat");
-    double t_load = now_s() - t0;
-    fprintf(stderr, "zerolayer: %s (%d threads, loaded in %.0f ms)\n", zl_llm_desc(llm), zl_llm_n_threads(llm),
-            t_load * 1e3);
+    double t_load = zl_now_s() - t0;
+    fprintf(stderr, "zerolayer: %s (%d threads, isa %s, loaded in %.0f ms)\n", zl_llm_desc(llm),
+            zl_llm_n_threads(llm), zl_isa_name(zl_cpu_isa()), t_load * 1e3);
     zl_kv_policy_kind pk;
     if (cli_kv_policy(kv_policy, &pk)) { zl_llm_close(llm); return 1; }
+    if (system && !chat) { zl_llm_close(llm); return cli_fail("--system needs --chat"); }
+    char *rendered = NULL;
+    int special = 0;
+    if (chat) { /* the prompt as one user turn of the model's own template */
+        zl_chat_fmt fmt;
+        memset(&fmt, 0, sizeof fmt);
+        zl_chat_msg msgs[2];
+        int nm = 0;
+        if (system) msgs[nm++] = (zl_chat_msg){"system", system};
+        msgs[nm++] = (zl_chat_msg){"user", prompt};
+        if (!zl_chat_fmt_setup(&fmt, llm, model, NULL, NULL, &err)) {
+            rendered = zl_chat_fmt_render(&fmt, msgs, nm, &err);
+            special = zl_chat_fmt_parse_special(&fmt);
+            zl_chat_fmt_free(&fmt);
+        }
+        if (!rendered) { zl_llm_close(llm); return cli_fail("chat template: %s", err.msg); }
+        prompt = rendered;
+    }
     int32_t *ids = NULL;
     uint8_t *anchor = NULL;
     size_t n_ids = 0;
-    if (zl_llm_tokenize_anchored(llm, prompt, strlen(prompt), 1, 0, &ids, &anchor, &n_ids, &err)) {
+    if (zl_llm_tokenize_anchored(llm, prompt, strlen(prompt), 1, special, &ids, &anchor, &n_ids, &err)) {
+        free(rendered);
         zl_llm_close(llm);
         return cli_fail("tokenizing the prompt: %s", err.msg);
     }
@@ -204,13 +226,13 @@ int cmd_run(int argc, char **argv) {
     }
     /* strip the dummy-prefix space only when the prompt is empty: otherwise the
      * continuation's leading space is real text */
-    if (zl_stream_new(&st, llm, prompt[0] == 0, &err)) {
+    if (zl_stream_new(&st, llm, prompt[0] == 0 || chat, &err)) {
         zl_seq_free(seq); free(ids); zl_llm_close(llm);
         return cli_fail("%s", err.msg);
     }
-    double t1 = now_s();
+    double t1 = zl_now_s();
     int rc = zl_seq_eval_anchored(seq, ids, anchor, (int)n_ids, 0, NULL, &err);
-    double t_prefill = now_s() - t1, t2 = now_s();
+    double t_prefill = zl_now_s() - t1, t2 = zl_now_s();
     int produced = 0, done = 0;
     while (!rc && !done && (n_gen < 0 || produced < n_gen) && zl_seq_room(seq) > 0) {
         int32_t toks[17];
@@ -230,7 +252,7 @@ int cmd_run(int argc, char **argv) {
     if (len) fwrite(txt, 1, len, stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    double t_gen = now_s() - t2;
+    double t_gen = zl_now_s() - t2;
     if (rc) fprintf(stderr, "zerolayer: %s\n", err.msg);
     fprintf(stderr, "zerolayer: prompt %zu tokens in %.1f ms (%.1f tok/s); generated %d tokens in %.1f ms (%.1f tok/s)\n",
             n_ids, t_prefill * 1e3, n_ids / (t_prefill > 0 ? t_prefill : 1e-9), produced, t_gen * 1e3,
@@ -257,6 +279,7 @@ int cmd_run(int argc, char **argv) {
     zl_llm_close(draft);
     free(anchor);
     free(ids);
+    free(rendered);
     zl_llm_close(llm);
     return rc ? 1 : 0;
 }

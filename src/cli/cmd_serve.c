@@ -1,5 +1,6 @@
 /* cmd_serve.c — `zerolayer serve`: parse flags, load the model, run the
  * HTTP server (src/server) until SIGINT/SIGTERM. */
+#include <dirent.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +12,47 @@
 #include "zerolayer.h"
 
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The *.gguf files of dir (malloc'd paths, name order) into *out; -1 with a message when dir cannot be read. */
+static int models_in_dir(const char *dir, char ***out, int *n) {
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return cli_fail("--models-dir: cannot read %s", dir);
+    char **v = NULL;
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l <= 5 || strcmp(e->d_name + l - 5, ".gguf") || e->d_name[0] == '.') continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nv = realloc(v, (size_t)cap * sizeof *nv);
+            if (!nv) break;
+            v = nv;
+        }
+        size_t pl = strlen(dir) + l + 2;
+        if (!(v[*n] = malloc(pl))) break;
+        snprintf(v[*n], pl, "%s/%s", dir, e->d_name);
+        (*n)++;
+    }
+    closedir(d);
+    if (*n) qsort(v, (size_t)*n, sizeof *v, cmp_str);
+    *out = v;
+    return 0;
+}
+
 static void serve_usage(FILE *f) {
     fputs("usage: zerolayer serve [-m MODEL] [options]\n"
           "  OpenAI- and Anthropic-compatible HTTP server with continuous batching.\n"
-          "  -m, --model PATH        GGUF model (default: the bundled stories260K)\n"
+          "  -m, --model PATH        GGUF model (default: the bundled stories260K).  Repeat it to serve several:\n"
+          "                          the request's \"model\" picks one by id (the file name without .gguf, or\n"
+          "                          the --alias after it); the first is loaded at start, the others on first use\n"
+          "  --alias NAME            id of the -m before it (for the first, as --model-id)\n"
+          "  --models-dir DIR        serve every *.gguf of DIR too (in name order, after the -m models)\n"
+          "  --models-max N          models loaded at once, counting the first (default: all); the least\n"
+          "                          recently used idle one is unloaded to load another\n"
           "  --host ADDR             address to bind (default 127.0.0.1)\n"
           "  --port N                port (default 8080; 0 picks a free one, printed at start)\n"
           "  --parallel N            sequences generated at once (default 8)\n"
@@ -23,8 +61,10 @@ static void serve_usage(FILE *f) {
           "  --step-tokens N         tokens per batched forward: decode + prompt chunks (default 256)\n"
           "  --api-key KEY           require this key (Bearer or x-api-key); repeatable\n"
           "  --max-body BYTES        request body limit (default 8388608; larger -> 413)\n"
-          "  --chat-template NAME    chatml|qwen|llama2|llama3|mistral|phi3|gemma|zephyr|plain\n"
+          "  --chat-template NAME    chatml|qwen|llama2|llama3|mistral|phi3|gemma|zephyr|plain (instead of the model's)\n"
+          "  --chat-template-file F  Jinja chat template to render with (instead of the model's)\n"
           "  --model-id NAME         model name reported by /v1/models (default: file name)\n"
+          "  --pooling mean|cls|last /v1/embeddings pooling (default: the model's <arch>.pooling_type, else mean)\n"
           "  -t, --threads N         compute threads (default: all CPUs)\n"
           "  --prefetch-layers N     weight read-ahead depth in layers on a background thread (default 2;\n"
           "                          0 = off, for weights that stay in memory)\n"
@@ -34,6 +74,12 @@ static void serve_usage(FILE *f) {
           "  --session-kv-mb N       KV memory all idle sessions may hold; LRU eviction beyond (default 1024)\n"
           "  --prefix-cache-mb N     tenant-isolated prefix cache size (default 256; 0 = off)\n"
           "  --session-secret-file F HMAC key for session tokens (default: random per start)\n"
+          "  --batch-retention S     seconds an ended message batch is kept (default 3600)\n"
+          "  --batches-per-tenant N  message batches one tenant holds (default 64; 429 when all run)\n"
+          "  --max-conns N           connections at once, all clients (default 1024)\n"
+          "  --conns-per-ip N        connections at once from one address (default 64)\n"
+          "  --idle-timeout S        close a connection that sends nothing for S seconds, e.g. partial\n"
+          "                          headers (default 30; requests being answered are never cut)\n"
           "  --compute PRESET        default controls: exact (full KV, ring off), balanced (full KV + lookup\n"
           "                          ring 5), aggressive (anchor KV at 25% of the context + lookup ring)\n"
           "  --spec lookup|draft|off default verification ring (lossless speculative decoding; default off);\n"
@@ -62,11 +108,14 @@ int cmd_serve(int argc, char **argv) {
     o.sched.max_queue = 64;
     o.sched.step_tokens = 256;
     const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL, *draft_model = NULL,
-               *ring_cost = NULL;
+               *ring_cost = NULL, *models_dir = NULL;
     float cost[CLI_RING_COST_MAX];
     int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0, prefetch = 2, layer_max = 0;
-    const char **keys = calloc((size_t)argc, sizeof *keys);
+    /* one block, freed with keys: API keys, then the other -m paths, then their aliases */
+    const char **keys = calloc((size_t)argc * 3, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
+    const char **more = keys + argc, **aliases = keys + 2 * argc;
+    int n_more = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
@@ -90,7 +139,17 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("--ring", 1, 16, ring)
         NEXT_INT("--draft-layers", 1, 100000, draft_layers)
         NEXT_INT("--kv-layer-max", 1, 1 << 24, layer_max)
+        NEXT_INT("--batches-per-tenant", 1, 1 << 20, o.batches_per_tenant)
+        NEXT_INT("--max-conns", 1, 1 << 20, o.max_conns)
+        NEXT_INT("--conns-per-ip", 1, 1 << 20, o.conns_per_ip)
+        NEXT_INT("--idle-timeout", 1, 86400, o.idle_timeout_s)
 #undef NEXT_INT
+        if (!strcmp(a, "--batch-retention")) {
+            if (cli_int(a, v, 1, 1L << 30, &x)) { free(keys); return 1; }
+            o.batch_retention_s = (double)x;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--session-ttl") || !strcmp(a, "--prefill-idle")) {
             char *end = NULL;
             double d = v ? strtod(v, &end) : 0;
@@ -108,6 +167,12 @@ int cmd_serve(int argc, char **argv) {
             if (!strcmp(a, "--sessions-per-tenant")) o.sessions_per_tenant = (int)x;
             else if (!strcmp(a, "--session-kv-mb")) o.session_kv_budget = (size_t)x << 20;
             else o.prefix_cache_bytes = x ? (long long)x << 20 : -1;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--models-max")) {
+            if (cli_int(a, v, 1, 1 << 16, &x)) { free(keys); return 1; }
+            o.models_max = (int)x;
             i++;
             continue;
         }
@@ -133,16 +198,26 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") ||
-                   !strcmp(a, "--chat-template") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") ||
+                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--pooling") || !strcmp(a, "--alias") || !strcmp(a, "--models-dir") ||
                    !strcmp(a, "--draft-model"))) {
             free(keys);
             return cli_fail("%s needs a value", a);
         }
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = argv[++i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!model) model = argv[++i];
+            else more[n_more++] = argv[++i];
+        } else if (!strcmp(a, "--alias")) {
+            if (!model) { free(keys); return cli_fail("--alias names the -m before it: give -m MODEL first"); }
+            if (n_more) aliases[n_more - 1] = argv[++i];
+            else o.model_id = argv[++i];
+        }
         else if (!strcmp(a, "--host")) o.host = argv[++i];
         else if (!strcmp(a, "--api-key")) keys[o.n_api_keys++] = argv[++i];
         else if (!strcmp(a, "--chat-template")) o.chat_template = argv[++i];
+        else if (!strcmp(a, "--chat-template-file")) o.chat_template_file = argv[++i];
         else if (!strcmp(a, "--model-id")) o.model_id = argv[++i];
+        else if (!strcmp(a, "--pooling")) o.pooling = argv[++i];
+        else if (!strcmp(a, "--models-dir")) models_dir = argv[++i];
         else if (!strcmp(a, "--session-secret-file")) o.session_secret_file = argv[++i];
         else if (!strcmp(a, "--draft-model")) draft_model = argv[++i];
         else {
@@ -164,6 +239,14 @@ int cmd_serve(int argc, char **argv) {
         else { free(keys); return cli_fail("--spec must be lookup, draft or off (got '%s')", spec); }
     }
     if (draft_model && draft_layers) { free(keys); return cli_fail("--draft-model and --draft-layers exclude each other"); }
+    if (o.pooling && strcmp(o.pooling, "mean") && strcmp(o.pooling, "cls") && strcmp(o.pooling, "last")) {
+        free(keys);
+        return cli_fail("--pooling must be mean, cls or last (got '%s')", o.pooling);
+    }
+    if (o.chat_template && o.chat_template_file) {
+        free(keys);
+        return cli_fail("--chat-template and --chat-template-file exclude each other");
+    }
     if (spec && !strcmp(spec, "draft") && !draft_model && !draft_layers) {
         free(keys);
         return cli_fail("--spec draft needs --draft-model FILE or --draft-layers N");
@@ -175,6 +258,24 @@ int cmd_serve(int argc, char **argv) {
     if (ring) ctl->ring = ring;
     if (kv_policy && cli_kv_policy(kv_policy, &ctl->kv_policy)) { free(keys); return 1; }
     o.api_keys = keys;
+    char **dir_models = NULL; /* kept until exit: the server holds the paths */
+    int n_dir = 0;
+    if (models_dir) {
+        if (models_in_dir(models_dir, &dir_models, &n_dir)) { free(keys); return 1; }
+        if (!n_dir && !model) { free(keys); return cli_fail("--models-dir: no .gguf file in %s", models_dir); }
+        const char **all = calloc((size_t)(n_more + n_dir) * 2 + 2, sizeof *all);
+        if (!all) { free(keys); return cli_fail("out of memory"); }
+        int k = 0, first = 0;
+        if (!model) model = dir_models[first++];
+        for (int i = 0; i < n_more; i++, k++) { all[k] = more[i]; all[n_more + n_dir + 1 + k] = aliases[i]; }
+        for (int i = first; i < n_dir; i++) all[k++] = dir_models[i];
+        more = all;
+        aliases = all + n_more + n_dir + 1;
+        n_more = k;
+    }
+    o.models = more;
+    o.model_aliases = aliases;
+    o.n_models = n_more;
     o.model_path = model ? model : cli_default_model();
     zl_err err = {0};
     zl_llm *llm = NULL;
@@ -189,6 +290,7 @@ int cmd_serve(int argc, char **argv) {
      * on the heap. */
     mallopt(M_MMAP_THRESHOLD, 4 << 20);
     zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1, .kv_layer_max = layer_max};
+    o.llm_opts = lo;
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }
     int ctx_train = zl_llm_n_ctx_train(llm);
     o.sched.n_ctx = n_ctx > 0 ? n_ctx : (ctx_train > 0 && ctx_train < 4096 ? ctx_train : 4096);

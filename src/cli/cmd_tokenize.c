@@ -1,4 +1,6 @@
-/* cmd_tokenize.c — `zerolayer tokenize`: token ids of a text, one line. */
+/* cmd_tokenize.c — `zerolayer tokenize`: token ids of a text, one line.
+ * Loads only the vocabulary (zl_tokenizer), never the weights: any GGUF file
+ * with tokenizer metadata works, vocab-only files included. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 static const char *k_usage =
     "usage: zerolayer tokenize [-m MODEL] [--no-bos] [--special] (--stdin | TEXT)\n"
     "  Print the token ids of TEXT (or of standard input), space-separated, on one line.\n"
+    "  MODEL may be any GGUF file with a tokenizer, weights or not (only the vocabulary is read).\n"
     "  --no-bos    do not add the BOS token the model's metadata asks for\n"
     "  --special   parse control-token text such as <|im_start|> into its id\n";
 
@@ -56,18 +59,17 @@ int cmd_tokenize(int argc, char **argv) {
         len = strlen(text);
     }
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
-    zl_llm *llm;
-    if (zl_llm_open(&llm, model ? model : cli_default_model(), &lo, &err)) { free(buf); return cli_fail("%s", err.msg); }
+    zl_tokenizer *tok;
+    if (zl_tokenizer_open(&tok, model ? model : cli_default_model(), &err)) { free(buf); return cli_fail("%s", err.msg); }
     int32_t *ids;
     size_t n;
-    int rc = zl_llm_tokenize(llm, text, len, !no_bos, special, &ids, &n, &err);
+    int rc = zl_tokenizer_tokenize(tok, text, len, !no_bos, special, &ids, &n, &err);
     if (!rc) {
         for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
         putchar('\n');
         free(ids);
     }
-    zl_llm_close(llm);
+    zl_tokenizer_close(tok);
     free(buf);
     return rc ? cli_fail("%s", err.msg) : 0;
 }

@@ -85,10 +85,8 @@ void cli_progress(size_t done, size_t total, void *label) {
 }
 
 int cli_kv_policy(const char *name, zl_kv_policy_kind *kind) {
-    if (!strcmp(name, "full")) *kind = 0;
-    else if (!strcmp(name, "window")) *kind = 1;
-    else if (!strcmp(name, "anchor")) *kind = 2;
-    else return cli_fail("--kv-policy must be full, window or anchor (got '%s')", name);
+    if (zl_kv_policy_from_name(name, kind))
+        return cli_fail("--kv-policy must be %s (got '%s')", zl_kv_policy_names(), name);
     return 0;
 }
 
@@ -129,6 +127,7 @@ static void usage(FILE *f) {
     fputs("usage: zerolayer <command> [options]   (zerolayer <command> --help for details)\n"
           "commands:\n"
           "  run         generate text from a prompt\n"
+          "  chat        chat with a model in the terminal (its own chat template)\n"
           "  tokenize    print the token ids of a text\n"
           "  perplexity  perplexity of a text or id file; dump logits\n"
           "  quantize    convert a GGUF model to another tensor type\n"
@@ -144,6 +143,7 @@ int main(int argc, char **argv) {
     const char *c = argv[1];
     if (cli_is_help(c)) { usage(stdout); return 0; }
     if (!strcmp(c, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(c, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(c, "quantize")) return cmd_quantize(argc - 1, argv + 1);

@@ -17,10 +17,12 @@ struct zl_sampler {
     int n_hist, cap_hist;
     int *counts; /* scratch: occurrences of each token in the window */
     float *pr;   /* scratch: quickselect, probabilities of the top-k candidates */
+    zl_sampler_bias *bias; /* owned copy of p.bias (in-vocabulary entries only) */
+    int n_bias;
 };
 
 zl_sampler_params zl_sampler_defaults(void) {
-    zl_sampler_params p = {0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0.0f, 0.0f, 0};
+    zl_sampler_params p = {0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0.0f, 0.0f, 0, NULL, 0};
     return p;
 }
 
@@ -58,6 +60,13 @@ zl_sampler *zl_sampler_new(const zl_sampler_params *p, int n_vocab) {
     s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
     s->pr = malloc((size_t)n_vocab * sizeof *s->pr);
     if (!s->c || !s->counts || !s->pr) { zl_sampler_free(s); return NULL; }
+    if (p->n_bias > 0 && p->bias) {
+        if (!(s->bias = malloc((size_t)p->n_bias * sizeof *s->bias))) { zl_sampler_free(s); return NULL; }
+        for (int i = 0; i < p->n_bias; i++)
+            if (p->bias[i].token >= 0 && p->bias[i].token < n_vocab) s->bias[s->n_bias++] = p->bias[i];
+    }
+    s->p.bias = NULL; /* the borrowed pointer is not kept */
+    s->p.n_bias = 0;
     zl_sampler_reset(s);
     return s;
 }
@@ -68,6 +77,7 @@ void zl_sampler_free(zl_sampler *s) {
     free(s->hist);
     free(s->counts);
     free(s->pr);
+    free(s->bias);
     free(s);
 }
 
@@ -81,6 +91,13 @@ void zl_sampler_accept(zl_sampler *s, int token) {
         s->cap_hist = nc;
     }
     s->hist[s->n_hist++] = token;
+}
+
+/* The first transform: bias added to the raw logits, so every later stage
+ * (penalties, filters, temperature, the greedy argmax, the verification
+ * ring's probabilities) sees the biased distribution. */
+static void apply_bias(const zl_sampler *s, float *logits) {
+    for (int i = 0; i < s->n_bias; i++) logits[s->bias[i].token] += s->bias[i].bias;
 }
 
 static void apply_penalties(zl_sampler *s, float *logits) {
@@ -220,6 +237,7 @@ static int filter(zl_sampler *s, const float *logits) {
 }
 
 int zl_sampler_sample(zl_sampler *s, float *logits) {
+    apply_bias(s, logits);
     apply_penalties(s, logits);
     if (s->p.temp <= 0.0f) {
         int best = 0;
@@ -259,6 +277,7 @@ int zl_sampler_sample(zl_sampler *s, float *logits) {
 }
 
 void zl_sampler_probs(zl_sampler *s, float *logits, float *probs) {
+    apply_bias(s, logits);
     apply_penalties(s, logits);
     memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
     if (s->p.temp <= 0.0f) {

@@ -1,7 +1,8 @@
 /* sampler.h — token selection from logits.
  *
  * Order of operations (the common convention of llama.cpp and OpenAI-style
- * servers): repetition/presence/frequency penalties over the recent history
+ * servers): logit bias (added to the raw logits) -> repetition/presence/
+ * frequency penalties over the recent history
  * -> top-k -> top-p -> min-p -> temperature -> draw.  temp <= 0 is greedy
  * (argmax after penalties; ties go to the lowest id).  The generator is
  * xoshiro256** seeded through splitmix64, so a seed reproduces a run exactly. */
@@ -9,6 +10,9 @@
 #define ZL_SAMPLER_H
 
 #include <stdint.h>
+
+/* One additive logit bias (token id, value). */
+typedef struct zl_sampler_bias { int32_t token; float bias; } zl_sampler_bias;
 
 typedef struct zl_sampler_params {
     float temp;             /* <= 0: greedy */
@@ -20,9 +24,11 @@ typedef struct zl_sampler_params {
     float presence_penalty; /* 0: off */
     float frequency_penalty;/* 0: off */
     uint64_t seed;
+    const zl_sampler_bias *bias; /* copied by zl_sampler_new; ids outside [0, n_vocab) are ignored */
+    int n_bias;
 } zl_sampler_params;
 
-/* Defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off, seed 0. */
+/* Defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off, no bias, seed 0. */
 zl_sampler_params zl_sampler_defaults(void);
 
 typedef struct zl_sampler zl_sampler;

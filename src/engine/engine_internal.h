@@ -51,6 +51,9 @@ int zl_seq_eval_part(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n
 int zl_seq_reserve_tokens(zl_seq *s, int n);
 /* Record fed tokens in s->tokens (grows the array). Returns 0 or ZL_ENOMEM. */
 int zl_seq_track(zl_seq *s, const int32_t *ids, int n);
+/* The decode layer's parameters for a public zl_sampling (the bias array is
+ * borrowed, as in zl_sampling). */
+zl_sampler_params zl_sampling_params(const zl_sampling *p);
 
 struct zl_stream {
     zl_detok *d;

@@ -2,6 +2,7 @@
  * modules: zl_llm = model + vocabulary + thread pool, zl_seq = KV cache +
  * forward scratch + sampler for one sequence.  Knows nothing of HTTP/JSON. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,15 @@ int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err 
     if (!llm) return zl_errf(err, ZL_ENOMEM, "out of memory");
     zl_model_opts mo = {o.no_mmap, o.populate};
     int rc = zl_model_load(&llm->model, path, &mo, err);
+    if (rc && rc != ZL_EIO) { /* a vocabulary-only file deserves a plainer word than its missing tensors */
+        zl_gguf *g;
+        if (!zl_gguf_open(&g, path, NULL, NULL)) {
+            if (g->n_tensors == 0)
+                rc = zl_errf(err, ZL_EUNSUP, "%s has no weights (a vocabulary-only file: zerolayer tokenize can read it)",
+                             path);
+            zl_gguf_close(g);
+        }
+    }
     if (!rc) {
         rc = zl_vocab_load(&llm->vocab, llm->model->gguf, err);
         if (rc) zl_err_prefix(err, "%s: vocabulary", path);
@@ -90,8 +100,20 @@ int zl_llm_detokenize(const zl_llm *llm, const int32_t *ids, size_t n, int rende
 zl_sampling zl_sampling_defaults(void) {
     zl_sampler_params p = zl_sampler_defaults();
     zl_sampling s = {p.temp, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.repeat_last_n, p.presence_penalty,
-                     p.frequency_penalty, p.seed};
+                     p.frequency_penalty, p.seed, NULL, 0};
     return s;
+}
+
+_Static_assert(sizeof(zl_logit_bias) == sizeof(zl_sampler_bias) &&
+                   offsetof(zl_logit_bias, token) == offsetof(zl_sampler_bias, token) &&
+                   offsetof(zl_logit_bias, bias) == offsetof(zl_sampler_bias, bias),
+               "zl_logit_bias and zl_sampler_bias share one layout");
+
+zl_sampler_params zl_sampling_params(const zl_sampling *p) {
+    zl_sampler_params sp = {p->temp, p->top_k, p->top_p, p->min_p, p->repeat_penalty, p->repeat_last_n,
+                            p->presence_penalty, p->frequency_penalty, p->seed,
+                            (const zl_sampler_bias *)p->logit_bias, p->logit_bias ? p->n_logit_bias : 0};
+    return sp;
 }
 
 int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) {
@@ -107,9 +129,7 @@ int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) 
     s->pending = -1;
     int rc = zl_kv_new(&s->kv, hp->n_layers, n_ctx, hp->n_kv_heads * hp->head_dim,
                        o.kv_type == ZL_KV_F32 ? ZL_TYPE_F32 : o.kv_type == ZL_KV_Q8_0 ? ZL_TYPE_Q8_0 : ZL_TYPE_F16, err);
-    zl_sampler_params sp = {o.sampling.temp, o.sampling.top_k, o.sampling.top_p, o.sampling.min_p,
-                            o.sampling.repeat_penalty, o.sampling.repeat_last_n, o.sampling.presence_penalty,
-                            o.sampling.frequency_penalty, o.sampling.seed};
+    zl_sampler_params sp = zl_sampling_params(&o.sampling);
     if (!rc) {
         s->kv->layered = 1; /* the forward pass honours zl_kv_slot / zl_kv_scores */
         s->kv->layer_max = llm->kv_layer_max;
@@ -186,6 +206,22 @@ const int32_t *zl_seq_tokens(const zl_seq *s, int *n) {
     *n = s->n_tokens;
     return s->tokens;
 }
+
+/* The public enum is the KV layer's, value for value. */
+_Static_assert(ZL_KV_POLICY_FULL == (int)ZL_KVP_FULL && ZL_KV_POLICY_WINDOW == (int)ZL_KVP_WINDOW &&
+                   ZL_KV_POLICY_ANCHOR == (int)ZL_KVP_ANCHOR && ZL_KVP_COUNT == 3,
+               "zl_kv_policy_kind and zl_kvp_kind must agree");
+
+const char *zl_kv_policy_name(zl_kv_policy_kind kind) { return zl_kvp_name((zl_kvp_kind)kind); }
+
+int zl_kv_policy_from_name(const char *name, zl_kv_policy_kind *kind) {
+    zl_kvp_kind k;
+    if (zl_kvp_from_name(name, &k)) return -1;
+    *kind = (zl_kv_policy_kind)k;
+    return 0;
+}
+
+const char *zl_kv_policy_names(void) { return zl_kvp_names(); }
 
 int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *err) {
     zl_kv_policy p = {(zl_kvp_kind)kind, budget, 0, 0};

@@ -27,7 +27,8 @@ struct zl_job {
     /* input, immutable after submit */
     int32_t *prompt;
     int n_prompt, max_tokens, n_top;
-    zl_sampling sampling;
+    zl_sampling sampling; /* its logit_bias points at bias */
+    zl_logit_bias *bias;
     /* output, under sched->mu */
     zl_job_tok *toks;
     int n_toks, cap_toks;
@@ -58,6 +59,14 @@ struct zl_job {
     zl_job *next;     /* queue / running list link */
 };
 
+/* A caller's work on the engine thread (zl_sched_run), FIFO. */
+typedef struct zl_task {
+    int (*step)(void *ud);
+    void *ud;
+    int result, done;
+    struct zl_task *next;
+} zl_task;
+
 struct zl_sched {
     zl_llm *llm;
     zl_sched_opts o;
@@ -76,13 +85,8 @@ struct zl_sched {
     unsigned long long ring_drafted, ring_accepted, kv_evicted;
     long long kv_anchor_tokens;
     float *lp_scratch;
+    zl_task *t_head, *t_tail; /* zl_sched_run work, under mu */
 };
-
-double zl_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampling, int max_tokens,
                    int n_top_logprobs) {
@@ -93,6 +97,18 @@ zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampl
     if (n_prompt > 0) memcpy(j->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
     j->n_prompt = n_prompt;
     j->sampling = *sampling;
+    j->sampling.logit_bias = NULL;
+    j->sampling.n_logit_bias = 0;
+    if (sampling->logit_bias && sampling->n_logit_bias > 0) {
+        if (!(j->bias = malloc((size_t)sampling->n_logit_bias * sizeof *j->bias))) {
+            free(j->prompt);
+            free(j);
+            return NULL;
+        }
+        memcpy(j->bias, sampling->logit_bias, (size_t)sampling->n_logit_bias * sizeof *j->bias);
+        j->sampling.logit_bias = j->bias;
+        j->sampling.n_logit_bias = sampling->n_logit_bias;
+    }
     j->max_tokens = max_tokens;
     j->n_top = n_top_logprobs > ZL_JOB_MAX_TOP ? ZL_JOB_MAX_TOP : n_top_logprobs;
     j->pending = -1;
@@ -107,6 +123,7 @@ static void job_unref(zl_job *j) {
     zl_seq_free(j->seq);
     if (j->hooks.ud_free) j->hooks.ud_free(j->hooks.ud);
     free(j->anchors);
+    free(j->bias);
     free(j->prompt);
     free(j->toks);
     free(j);
@@ -183,22 +200,40 @@ int zl_sched_submit(zl_sched *s, zl_job *j) {
     return 0;
 }
 
-static void deadline(struct timespec *ts, int timeout_ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    ts->tv_sec += timeout_ms / 1000 + ts->tv_nsec / 1000000000L;
-    ts->tv_nsec %= 1000000000L;
-}
-
 /* Under s->mu: wake every reader. */
 static void sched_notify(zl_sched *s) {
     s->progress++;
     pthread_cond_broadcast(&s->out_cv);
 }
 
+int zl_sched_run(zl_sched *s, int (*step)(void *ud), void *ud) {
+    zl_task t = {step, ud, 0, 0, NULL};
+    pthread_mutex_lock(&s->mu);
+    if (s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        return ZL_SCHED_STOPPED;
+    }
+    if (s->t_tail) s->t_tail->next = &t;
+    else s->t_head = &t;
+    s->t_tail = &t;
+    pthread_cond_signal(&s->work_cv);
+    while (!t.done) pthread_cond_wait(&s->out_cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    return t.result;
+}
+
+/* Under s->mu: the head task ends with result. */
+static void task_pop(zl_sched *s, int result) {
+    zl_task *t = s->t_head;
+    s->t_head = t->next;
+    if (!s->t_head) s->t_tail = NULL;
+    t->result = result;
+    t->done = 1;
+    sched_notify(s);
+}
+
 void zl_sched_wait(zl_sched *s, int timeout_ms) {
-    struct timespec ts;
-    deadline(&ts, timeout_ms);
+    struct timespec ts = zl_deadline_ms(timeout_ms);
     pthread_mutex_lock(&s->mu);
     pthread_cond_timedwait(&s->out_cv, &s->mu, &ts);
     pthread_mutex_unlock(&s->mu);
@@ -212,8 +247,7 @@ unsigned long long zl_sched_progress(zl_sched *s) {
 }
 
 void zl_sched_wait_since(zl_sched *s, unsigned long long seen, int timeout_ms) {
-    struct timespec ts;
-    deadline(&ts, timeout_ms);
+    struct timespec ts = zl_deadline_ms(timeout_ms);
     pthread_mutex_lock(&s->mu);
     while (s->progress == seen)
         if (pthread_cond_timedwait(&s->out_cv, &s->mu, &ts)) break;
@@ -667,7 +701,8 @@ static void *sched_main(void *arg) {
         sched_admit(s, admitted, &n_adm);
         int n_dead = sched_reap(s, dead);
         if (s->stop && !s->n_running && !n_dead) break;
-        if (!s->n_running && !n_adm && !n_dead) {
+        zl_task *task = s->t_head;
+        if (!s->n_running && !n_adm && !n_dead && !task) {
             pthread_cond_wait(&s->work_cv, &s->mu);
             continue;
         }
@@ -709,7 +744,10 @@ static void *sched_main(void *arg) {
         int n_need = 0;
         sched_step(s, items, vers, owners, &n_need);
         if (n_need && s->o.debug_step_ms > 0) usleep((useconds_t)s->o.debug_step_ms * 1000);
+        /* one step of the oldest caller's task, between two batched steps */
+        int task_rc = task ? task->step(task->ud) : 0;
         pthread_mutex_lock(&s->mu);
+        if (task && task_rc) task_pop(s, task_rc);
         long long used = 0, anchors = 0;
         for (int i = 0; i < np; i++)
             if (s->running[i] && s->running[i]->seq) {
@@ -726,6 +764,7 @@ static void *sched_main(void *arg) {
         }
     }
     /* drain the queue */
+    while (s->t_head) task_pop(s, ZL_SCHED_STOPPED);
     while (s->q_head) {
         zl_job *j = s->q_head;
         s->q_head = j->next;

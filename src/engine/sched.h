@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/clock.h"
 #include "zerolayer.h"
 
 #define ZL_JOB_MAX_TOP 20
@@ -101,7 +102,7 @@ typedef struct zl_sched_stats {
     double busy_s, forward_s, sample_s;
 } zl_sched_stats;
 
-double zl_now_ms(void);
+/* zl_now_ms: base/clock.h (the scheduler's timeline is the monotonic clock). */
 
 int zl_sched_new(zl_sched **out, zl_llm *llm, const zl_sched_opts *opts, zl_err *err);
 /* Stop the engine thread: jobs still queued or running finish as CANCEL and
@@ -112,7 +113,17 @@ void zl_sched_get_stats(zl_sched *s, zl_sched_stats *st);
 zl_llm *zl_sched_llm(zl_sched *s);
 int zl_sched_n_ctx(const zl_sched *s);
 
-/* A job takes a copy of the prompt.  max_tokens <= 0 means "until the
+/* Work that must run on the engine thread, between its batched steps: a
+ * forward pass on the scheduler's model outside the batch (embeddings).
+ * step(ud) runs once per engine step, interleaved with the generating
+ * sequences, until it returns non-zero (> 0 done, < 0 an error of the
+ * caller's choosing); zl_sched_run blocks until then and returns that value,
+ * or ZL_SCHED_STOPPED when the scheduler stops first.  Tasks of concurrent
+ * callers run one after the other. */
+#define ZL_SCHED_STOPPED (-1000)
+int zl_sched_run(zl_sched *s, int (*step)(void *ud), void *ud);
+
+/* A job takes a copy of the prompt and of the sampling's logit_bias array.  max_tokens <= 0 means "until the
  * context is full".  n_top_logprobs < 0: no logprobs; 0: only the chosen
  * token's; k: also the top k (at most ZL_JOB_MAX_TOP). */
 zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampling, int max_tokens,

@@ -42,8 +42,7 @@ int zl_seq_copy_prefix(zl_seq *dst, const zl_seq *src, int n, zl_err *err) {
 }
 
 int zl_seq_set_sampling(zl_seq *s, const zl_sampling *p, zl_err *err) {
-    zl_sampler_params sp = {p->temp, p->top_k, p->top_p, p->min_p, p->repeat_penalty, p->repeat_last_n,
-                            p->presence_penalty, p->frequency_penalty, p->seed};
+    zl_sampler_params sp = zl_sampling_params(p);
     zl_sampler *ns = zl_sampler_new(&sp, s->llm->model->hp.n_vocab);
     if (!ns) return zl_errf(err, ZL_ENOMEM, "out of memory");
     /* replay the history: penalties see the same tokens as a fresh sequence fed the same prompt */

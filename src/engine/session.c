@@ -11,14 +11,16 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "../base/clock.h"
 #include "../base/err.h"
 #include "../kv/kv.h"
 #include "engine_internal.h"
 
 #define TOMBSTONE_MS (10 * 60 * 1000.0)
+#define ZL_SPARE_PIECE ((size_t)512 << 10) /* bytes the sweeper maps between two looks at the engine */
 
 typedef struct sess {
-    char id[80], tenant[128];
+    char id[80], tenant[ZL_SESS_TENANT_MAX];
     zl_sess_status state;   /* OK while live, else why it is gone */
     double created_unix;
     double last_used;       /* monotonic ms */
@@ -44,36 +46,37 @@ struct zl_sessions {
      * needs a fresh sequence (prefix-cache hit, first turn of a session)
      * takes it instead of allocating one, so copying a cached prefix into it
      * does not page-fault every row (~30 ms for 1,500 positions of a 1.1B
-     * model on a busy 2-core machine).  The sweeper makes it when a job
-     * ends (the engine is then likely idle, not evaluating a prompt),
-     * mapped for the longest prompt seen (at most the prefix cache's size:
-     * it is only made when the cache is on); an acquire that finds it still
-     * being made waits for it (the rest of the faults would cost the same). */
-    zl_seq *spare;
-    zl_llm *spare_llm;  /* what it is made for: the last fresh acquire's */
+     * model on a busy 2-core machine).  It is due when a job ended and there
+     * is none, mapped for the longest prompt seen (at most the prefix
+     * cache's size: it is only made when the cache is on).  The sweeper
+     * makes it only while the engine is quiet: no job of this store holds a
+     * sequence and spare_idle_ms passed since the last one ended; it maps
+     * in pieces (ZL_SPARE_PIECE) and stops between two of them as soon as a
+     * job starts.  Mapping it at once when a job ends (as this store once
+     * did) competed with the next request, which is most often the same
+     * client's next turn: tens of MB zeroed on one of the cores the forward
+     * pass uses.  A fresh acquire takes the spare when it is ready, else the
+     * part made so far (the rest faults on first use, as it would in a new
+     * sequence); it waits at most for the piece being mapped. */
+    zl_seq *spare;      /* ready: all its pieces mapped */
+    zl_seq *part;       /* being made: pieces [0, part_done) of part_pieces mapped */
+    zl_llm *part_llm;   /* what part is made for */
+    int part_ctx, part_kv_type, part_rows, part_done, part_pieces;
+    zl_llm *spare_llm;  /* what the spare is made for: the last fresh acquire's */
     int spare_ctx, spare_kv_type, spare_rows;
     int spare_due;      /* a job ended since the spare was taken: make one */
-    int spare_making;   /* the sweeper is making one now */
+    int mapping;        /* the sweeper is creating part or mapping a piece of it, without mu */
+    int in_flight;      /* jobs between acquire and release */
+    double last_end;    /* monotonic ms of the last release */
+    uint64_t spare_bytes_mapped, spares_made, spares_taken, spares_taken_part;
     pthread_cond_t spare_cv;
 };
 
 typedef struct hook_ud {
     zl_sessions *s;
-    char tenant[128], id[80];
+    char tenant[ZL_SESS_TENANT_MAX], id[80];
     int has_id, prefill;
 } hook_ud;
-
-static double mono_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static double wall_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 const char *zl_sess_status_name(zl_sess_status st) {
     static const char *const n[] = {"ok", "unknown", "forbidden", "expired", "evicted", "deleted", "busy", "limit"};
@@ -90,7 +93,7 @@ static void seq_destroy(zl_seq *q) {
 static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     if (x->state != ZL_SESS_OK) return;
     x->state = why;
-    x->gone_at = mono_ms();
+    x->gone_at = zl_now_ms();
     seq_destroy(x->seq);
     x->seq = NULL;
     free(x->history);
@@ -109,7 +112,7 @@ static void fill_info(const zl_sessions *s, const sess *x, zl_session_info *info
     if (!info) return;
     memset(info, 0, sizeof *info);
     snprintf(info->id, sizeof info->id, "%s", x->id);
-    double now = mono_ms(), wall = wall_s();
+    double now = zl_now_ms(), wall = zl_wall_s();
     info->created_unix = x->created_unix;
     info->last_used_unix = wall - (now - x->last_used) / 1e3;
     info->expires_unix = info->last_used_unix + s->o.ttl_s;
@@ -123,9 +126,7 @@ static void fill_info(const zl_sessions *s, const sess *x, zl_session_info *info
  * back only when it reaps the job (next step); wait for that so info and
  * flush see (and zero) the real state. */
 static void wait_home(zl_sessions *s, sess *x) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 2;
+    struct timespec ts = zl_deadline_ms(2000);
     while (x->state == ZL_SESS_OK && x->seq_out && !x->busy)
         if (pthread_cond_timedwait(&s->home_cv, &s->mu, &ts)) break;
 }
@@ -156,7 +157,7 @@ static void enforce_budget(zl_sessions *s) {
 
 void zl_sessions_sweep(zl_sessions *s) {
     pthread_mutex_lock(&s->mu);
-    double now = mono_ms();
+    double now = zl_now_ms();
     for (sess **pp = &s->head; *pp;) {
         sess *x = *pp;
         if (x->state != ZL_SESS_OK) {
@@ -192,40 +193,93 @@ static void map_pages(void *p, size_t n) {
     memset(p, 0, n);
 }
 
-/* Under mu, on the sweeper: make the spare sequence if one is due.  The
- * allocation and the page faults run without the lock. */
-static void make_spare(zl_sessions *s) {
-    if (!s->spare_due || s->spare || s->spare_making || !s->spare_llm) return;
-    s->spare_due = 0;
-    s->spare_making = 1;
-    zl_llm *llm = s->spare_llm;
-    zl_seq_opts so = {.n_ctx = s->spare_ctx, .kv_type = (zl_kv_type)s->spare_kv_type,
-                      .sampling = zl_sampling_defaults()};
-    int rows = s->spare_rows < s->spare_ctx ? s->spare_rows : s->spare_ctx;
-    pthread_mutex_unlock(&s->mu);
-    zl_seq *q = NULL;
-    if (!zl_seq_new(&q, llm, &so, NULL)) {
-        zl_kv *kv = q->kv;
-        /* never more than the largest prefix the cache can hold (and copy) */
-        size_t per_row = 2 * (size_t)kv->n_layers * kv->row_bytes;
-        if ((size_t)rows > s->o.pcache_bytes / per_row) rows = (int)(s->o.pcache_bytes / per_row);
-        for (int l = 0; l < kv->n_layers; l++) {
-            map_pages(zl_kv_k(kv, l, 0), (size_t)rows * kv->row_bytes);
-            map_pages(zl_kv_v(kv, l, 0), (size_t)rows * kv->row_bytes);
+/* Under mu: no job holds a sequence and the last one ended spare_idle_ms ago. */
+static int engine_quiet(const zl_sessions *s, double now) {
+    return !s->in_flight && now - s->last_end >= s->o.spare_idle_ms;
+}
+
+/* Under mu: is there spare work the sweeper would do once the engine is quiet? */
+static int spare_pending(const zl_sessions *s) {
+    return s->part || (s->spare_due && !s->spare && s->spare_llm);
+}
+
+/* Under mu: the bytes of piece p of the part (layer-major, K then V, split
+ * into ZL_SPARE_PIECE), at *at. */
+static size_t part_piece(const zl_sessions *s, int p, void **at) {
+    zl_kv *kv = s->part->kv;
+    size_t region = (size_t)s->part_rows * kv->row_bytes;
+    int per = (int)((region + ZL_SPARE_PIECE - 1) / ZL_SPARE_PIECE);
+    int layer = p / (2 * per), which = (p / per) % 2, sub = p % per;
+    uint8_t *base = which ? zl_kv_v(kv, layer, 0) : zl_kv_k(kv, layer, 0);
+    size_t off = (size_t)sub * ZL_SPARE_PIECE, n = region - off < ZL_SPARE_PIECE ? region - off : ZL_SPARE_PIECE;
+    *at = base + off;
+    return n;
+}
+
+/* Under mu, on the sweeper: make the spare while the engine stays quiet.
+ * The allocation and each piece's page faults run without the lock. */
+static void spare_work(zl_sessions *s) {
+    while (!s->stop && !s->mapping && engine_quiet(s, zl_now_ms())) {
+        if (!s->part) {
+            if (!s->spare_due || s->spare || !s->spare_llm) return;
+            s->spare_due = 0;
+            s->mapping = 1;
+            zl_llm *llm = s->spare_llm;
+            zl_seq_opts so = {.n_ctx = s->spare_ctx, .kv_type = (zl_kv_type)s->spare_kv_type,
+                              .sampling = zl_sampling_defaults()};
+            int rows = s->spare_rows < s->spare_ctx ? s->spare_rows : s->spare_ctx;
+            pthread_mutex_unlock(&s->mu);
+            zl_seq *q = NULL;
+            int rc = zl_seq_new(&q, llm, &so, NULL);
+            pthread_mutex_lock(&s->mu);
+            s->mapping = 0;
+            pthread_cond_broadcast(&s->spare_cv);
+            if (rc) return;
+            if (s->stop || s->spare || s->spare_llm != llm || s->spare_ctx != so.n_ctx ||
+                s->spare_kv_type != (int)so.kv_type) {
+                pthread_mutex_unlock(&s->mu);
+                zl_seq_free(q); /* never used: nothing to zero */
+                pthread_mutex_lock(&s->mu);
+                return;
+            }
+            /* never more than the largest prefix the cache can hold (and copy) */
+            size_t per_row = 2 * (size_t)q->kv->n_layers * q->kv->row_bytes;
+            if ((size_t)rows > s->o.pcache_bytes / per_row) rows = (int)(s->o.pcache_bytes / per_row);
+            size_t region = (size_t)rows * q->kv->row_bytes;
+            s->part = q;
+            s->part_llm = llm;
+            s->part_ctx = so.n_ctx;
+            s->part_kv_type = (int)so.kv_type;
+            s->part_rows = rows;
+            s->part_done = 0;
+            s->part_pieces = 2 * q->kv->n_layers * (int)((region + ZL_SPARE_PIECE - 1) / ZL_SPARE_PIECE);
+            continue;
         }
-    }
-    pthread_mutex_lock(&s->mu);
-    s->spare_making = 0;
-    if (q && !s->spare && !s->stop && s->spare_llm == llm && s->spare_ctx == so.n_ctx &&
-        s->spare_kv_type == (int)so.kv_type) {
-        s->spare = q;
-        q = NULL;
-    }
-    pthread_cond_broadcast(&s->spare_cv);
-    if (q) {
+        zl_seq *q = s->part;
+        int fits = s->part_llm == s->spare_llm && s->part_ctx == s->spare_ctx && s->part_kv_type == s->spare_kv_type;
+        if (!fits || s->part_done >= s->part_pieces) {
+            s->part = NULL;
+            if (fits && !s->spare) {
+                s->spare = q;
+                s->spares_made++;
+                pthread_cond_broadcast(&s->spare_cv);
+                return;
+            }
+            pthread_mutex_unlock(&s->mu);
+            zl_seq_free(q); /* never used: nothing to zero */
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
+        void *at;
+        size_t n = part_piece(s, s->part_done, &at);
+        s->mapping = 1;
         pthread_mutex_unlock(&s->mu);
-        zl_seq_free(q); /* never used: nothing to zero */
+        map_pages(at, n);
         pthread_mutex_lock(&s->mu);
+        s->mapping = 0;
+        s->part_done++;
+        s->spare_bytes_mapped += n;
+        pthread_cond_broadcast(&s->spare_cv);
     }
 }
 
@@ -233,13 +287,16 @@ static void *sweeper_main(void *arg) {
     zl_sessions *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        /* wake every 100 ms for expiry, sooner when spare work becomes allowed */
+        double wait_ms = 100;
+        if (spare_pending(s) && !s->in_flight) {
+            double left = s->last_end + s->o.spare_idle_ms - zl_now_ms();
+            if (left < wait_ms) wait_ms = left < 1 ? 1 : left;
+        }
+        struct timespec ts = zl_deadline_ms((long)wait_ms);
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
         if (s->stop) break;
-        make_spare(s);
+        spare_work(s);
         if (s->stop) break;
         pthread_mutex_unlock(&s->mu);
         zl_sessions_sweep(s);
@@ -258,6 +315,8 @@ int zl_sessions_new(zl_sessions **out, const zl_sessions_opts *o, zl_err *err) {
     if (s->o.prefill_idle_s <= 0) s->o.prefill_idle_s = 3;
     if (s->o.max_per_tenant <= 0) s->o.max_per_tenant = 16;
     if (!s->o.kv_budget) s->o.kv_budget = (size_t)1 << 30;
+    if (s->o.spare_idle_ms == 0) s->o.spare_idle_ms = 100;
+    if (s->o.spare_idle_ms < 0) s->o.spare_idle_ms = 0;
     int rc = zl_pcache_new(&s->pcache, s->o.pcache_bytes, s->o.pcache_block, err);
     if (rc) { free(s); return rc; }
     pthread_mutex_init(&s->mu, NULL);
@@ -288,6 +347,7 @@ void zl_sessions_free(zl_sessions *s) {
         free(x);
     }
     zl_seq_free(s->spare); /* never used: nothing to zero */
+    zl_seq_free(s->part);
     zl_pcache_free(s->pcache);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -300,12 +360,13 @@ const zl_sessions_opts *zl_sessions_get_opts(const zl_sessions *s) { return &s->
 
 zl_sess_status zl_sessions_create(zl_sessions *s, const char *id, const char *tenant, double created_unix,
                                   zl_session_info *info) {
+    if (strlen(tenant) >= ZL_SESS_TENANT_MAX) return ZL_SESS_TENANT; /* never cut: two tenants would become one */
     sess *x = calloc(1, sizeof *x);
     if (!x) return ZL_SESS_LIMIT;
     snprintf(x->id, sizeof x->id, "%s", id);
     snprintf(x->tenant, sizeof x->tenant, "%s", tenant);
     x->created_unix = created_unix;
-    x->last_used = mono_ms();
+    x->last_used = zl_now_ms();
     pthread_mutex_lock(&s->mu);
     int live = 0;
     sess *lru = NULL;
@@ -362,7 +423,7 @@ zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *ten
         x->prefill_at = 0;
         free(x->history);
         x->history = NULL;
-        x->last_used = mono_ms();
+        x->last_used = zl_now_ms();
     }
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -372,14 +433,14 @@ zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *ten
     pthread_mutex_lock(&s->mu);
     sess *x;
     zl_sess_status st = lookup(s, id, tenant, &x);
-    if (st == ZL_SESS_OK && !x->busy && mono_ms() - x->last_used > s->o.ttl_s * 1e3) {
+    if (st == ZL_SESS_OK && !x->busy && zl_now_ms() - x->last_used > s->o.ttl_s * 1e3) {
         sess_kill(s, x, ZL_SESS_EXPIRED); /* the sweeper had not got to it yet */
         st = ZL_SESS_EXPIRED;
     }
     if (st == ZL_SESS_OK && x->busy) st = ZL_SESS_BUSY;
     if (st == ZL_SESS_OK) {
         x->busy = 1;
-        x->last_used = mono_ms();
+        x->last_used = zl_now_ms();
     }
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -390,7 +451,7 @@ void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t
     sess *x = find(s, id);
     if (x && x->state == ZL_SESS_OK) {
         x->busy = 0;
-        x->last_used = mono_ms();
+        x->last_used = zl_now_ms();
         if (history) {
             char *h = malloc(len + 1);
             if (h) {
@@ -417,7 +478,7 @@ zl_sess_status zl_sessions_check(zl_sessions *s, const char *id) {
     pthread_mutex_lock(&s->mu);
     sess *x;
     zl_sess_status st = lookup(s, id, NULL, &x);
-    if (st == ZL_SESS_OK && mono_ms() - x->last_used > s->o.ttl_s * 1e3) {
+    if (st == ZL_SESS_OK && zl_now_ms() - x->last_used > s->o.ttl_s * 1e3) {
         sess_kill(s, x, ZL_SESS_EXPIRED);
         st = ZL_SESS_EXPIRED;
     }
@@ -433,36 +494,47 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
     return i;
 }
 
-/* A fresh sequence for a job: the spare when it fits, else a new one.
- * Engine thread. */
+/* A fresh sequence for a job: the spare (or the part of it made so far)
+ * when it fits, else a new one.  Engine thread. */
 static int fresh_seq(zl_sessions *s, zl_llm *llm, const zl_seq_opts *so, int n_prompt, zl_seq **out, zl_err *e) {
-    zl_seq *q = NULL, *stale = NULL;
+    zl_seq *q = NULL, *stale = NULL, *stale_part = NULL;
     if (!s->o.pcache_bytes) return zl_seq_new(out, llm, so, e); /* no cache: nothing to copy into a spare */
     pthread_mutex_lock(&s->mu);
+    if (s->mapping) { /* one piece (or the allocation): cheaper to wait than to fault a new sequence */
+        struct timespec ts = zl_deadline_ms(200);
+        while (s->mapping)
+            if (pthread_cond_timedwait(&s->spare_cv, &s->mu, &ts)) break;
+    }
     int fits = s->spare_llm == llm && s->spare_ctx == so->n_ctx && s->spare_kv_type == (int)so->kv_type;
     if (!fits) {
         stale = s->spare;
         s->spare = NULL;
+        if (!s->mapping) {
+            stale_part = s->part;
+            s->part = NULL;
+        }
         s->spare_llm = llm;
         s->spare_ctx = so->n_ctx;
         s->spare_kv_type = (int)so->kv_type;
         s->spare_rows = 0;
     }
-    if (fits && !s->spare && s->spare_making) { /* nearly made: cheaper to wait than to fault a new one */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        while (!s->spare && s->spare_making)
-            if (pthread_cond_timedwait(&s->spare_cv, &s->mu, &ts)) break;
+    if (s->spare) {
+        q = s->spare;
+        s->spare = NULL;
+        s->spares_taken++;
+    } else if (s->part && !s->mapping && s->part_llm == llm && s->part_ctx == so->n_ctx &&
+               s->part_kv_type == (int)so->kv_type) {
+        q = s->part;
+        s->part = NULL;
+        s->spares_taken++;
+        s->spares_taken_part++;
     }
-    q = s->spare;
-    s->spare = NULL;
     /* the prompt's rows (generated tokens fault one row at a time, unnoticed) */
     int rows = (n_prompt + 63) / 64 * 64;
     if (rows > s->spare_rows) s->spare_rows = rows > so->n_ctx ? so->n_ctx : rows;
     pthread_mutex_unlock(&s->mu);
     zl_seq_free(stale);
+    zl_seq_free(stale_part);
     if (q && zl_seq_set_sampling(q, &so->sampling, e)) {
         zl_seq_free(q);
         return e->code;
@@ -474,9 +546,8 @@ static int fresh_seq(zl_sessions *s, zl_llm *llm, const zl_seq_opts *so, int n_p
     return zl_seq_new(out, llm, so, e);
 }
 
-static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt,
-                        zl_seq **seq, int *n_reused, char *err, size_t cap) {
-    hook_ud *h = ud;
+static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt,
+                       zl_seq **seq, int *n_reused, char *err, size_t cap) {
     zl_sessions *s = h->s;
     zl_seq *q = NULL;
     *seq = NULL;
@@ -522,15 +593,35 @@ static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int3
     return 0;
 }
 
+/* A job holds a sequence from here until its release: the sweeper makes
+ * no spare meanwhile (in_flight). */
+static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt,
+                        zl_seq **seq, int *n_reused, char *err, size_t cap) {
+    hook_ud *h = ud;
+    zl_sessions *s = h->s;
+    pthread_mutex_lock(&s->mu);
+    s->in_flight++;
+    pthread_mutex_unlock(&s->mu);
+    int rc = acquire_seq(h, llm, so, prompt, n_prompt, seq, n_reused, err, cap);
+    if (rc || !*seq) { /* no sequence: the engine calls no release */
+        pthread_mutex_lock(&s->mu);
+        s->in_flight--;
+        s->last_end = zl_now_ms();
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return rc;
+}
+
 static void hook_release(void *ud, zl_seq *q, zl_finish why) {
     hook_ud *h = ud;
     zl_sessions *s = h->s;
     (void)why;
     pthread_mutex_lock(&s->mu);
-    if (!s->spare && s->spare_llm) { /* the job is over: a good time to map the next spare */
-        s->spare_due = 1;
-        pthread_cond_signal(&s->cv);
-    }
+    s->in_flight--;
+    s->last_end = zl_now_ms();
+    if (!s->spare && !s->part && s->spare_llm) s->spare_due = 1; /* made once the engine is quiet */
+    pthread_cond_signal(&s->cv);
     if (!h->has_id) {
         pthread_mutex_unlock(&s->mu);
         zl_pcache_insert(s->pcache, h->tenant, q, 1); /* keeps q or zeroes and frees it */
@@ -543,7 +634,7 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
     if (st == ZL_SESS_OK && !x->seq) {
         x->seq = q;
         q = NULL;
-        x->last_used = mono_ms();
+        x->last_used = zl_now_ms();
         if (h->prefill) {
             x->prefill_at = x->last_used;
             if (x->committed > zl_seq_n_past(x->seq)) x->committed = zl_seq_n_past(x->seq);
@@ -558,6 +649,7 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
 }
 
 int zl_sessions_hook_job(zl_sessions *s, zl_job *j, const char *tenant, const char *id, int prefill) {
+    if (tenant && strlen(tenant) >= ZL_SESS_TENANT_MAX) return ZL_EINVAL; /* never cut */
     hook_ud *h = calloc(1, sizeof *h);
     if (!h) return ZL_ENOMEM;
     h->s = s;
@@ -583,6 +675,11 @@ void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
     }
     st->expired_total = s->expired_total;
     st->evicted_total = s->evicted_total;
+    st->spare_ready = s->spare != NULL;
+    st->spare_bytes_mapped = s->spare_bytes_mapped;
+    st->spares_made = s->spares_made;
+    st->spares_taken = s->spares_taken;
+    st->spares_taken_part = s->spares_taken_part;
     pthread_mutex_unlock(&s->mu);
     zl_pcache_stats_get(s->pcache, &st->pcache);
 }

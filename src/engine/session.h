@@ -15,8 +15,10 @@
  * the least recently used idle sessions are evicted.  Expired, evicted,
  * flushed and deleted sessions have their KV zeroed before it is freed, and
  * leave a tombstone so their next use can say why they are gone.  A
- * background thread applies expiry and drops typing-ahead input that was
- * not followed by a request within prefill_idle. */
+ * background thread applies expiry, drops typing-ahead input that was
+ * not followed by a request within prefill_idle, and maps a spare sequence
+ * for the next fresh request, only while no job of the store holds a
+ * sequence (never during a session's next turn). */
 #ifndef ZL_SESSION_H
 #define ZL_SESSION_H
 
@@ -25,6 +27,10 @@
 
 #include "prefix_cache.h"
 #include "sched.h"
+
+/* Tenant strings are shorter than this; longer ones are refused, never cut
+ * (two tenants sharing the first bytes must not become one). */
+#define ZL_SESS_TENANT_MAX 128
 
 typedef struct zl_sessions zl_sessions;
 
@@ -35,6 +41,8 @@ typedef struct zl_sessions_opts {
     size_t kv_budget;      /* bytes of KV all idle sessions may hold (default 1 GiB) */
     size_t pcache_bytes;   /* prefix cache bound (0: off) */
     int pcache_block;      /* tokens per prefix-cache block (default 16) */
+    double spare_idle_ms;  /* quiet time (no job holding a sequence) before the spare sequence is
+                              mapped (default 100; < 0: none) */
 } zl_sessions_opts;
 
 typedef enum {
@@ -63,6 +71,10 @@ typedef struct zl_sessions_stats {
     uint64_t expired_total, evicted_total;
     size_t kv_bytes;
     zl_pcache_stats pcache;
+    /* the spare sequence (session.c): ready now, bytes of KV pages mapped for spares so far,
+     * spares completed, and fresh acquires that took one (whole or the part made so far) */
+    int spare_ready;
+    uint64_t spare_bytes_mapped, spares_made, spares_taken, spares_taken_part;
 } zl_sessions_stats;
 
 int zl_sessions_new(zl_sessions **out, const zl_sessions_opts *o, zl_err *err);

@@ -18,14 +18,9 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "../base/clock.h"
 #include "engine_internal.h"
 #include "spec.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- draft-model drafter ---- */
 typedef struct { zl_seq *seq; } draft_model;
@@ -407,9 +402,9 @@ int zl_llm_verify_cost(zl_llm *llm, int depth, int n, int reps, float *cost, zl_
     for (int k = 0; !rc && k < n; k++) best[k] = 1e30;
     for (int r = 0; !rc && r < reps; r++)
         for (int k = 1; !rc && k <= n; k++) {
-            double t0 = now_s();
+            double t0 = zl_now_s();
             rc = zl_seq_eval(s, ids + depth, k, k, rows, err);
-            double t = now_s() - t0;
+            double t = zl_now_s() - t0;
             if (t < best[k - 1]) best[k - 1] = t;
             zl_seq_truncate(s, depth);
         }
@@ -425,7 +420,7 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     if (max_out < 1) { zl_errf(err, ZL_EINVAL, "no room for output tokens"); return -1; }
     if (!s->has_logits && s->pending < 0) { zl_errf(err, ZL_EINVAL, "nothing evaluated yet: feed a prompt first"); return -1; }
     if (zl_seq_room(s) < 1) { zl_errf(err, ZL_ERANGE, "context of %d tokens is full", s->kv->n_ctx); return -1; }
-    double t_start = now_s();
+    double t_start = zl_now_s();
     int32_t t0 = s->pending >= 0 ? s->pending : zl_seq_sample(s);
     s->pending = -1;
     zl_verify v;
@@ -434,7 +429,7 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     const zl_fwd_part *pp = nd ? verify_part(s, v.ids, v.n, &part) : NULL;
     if (zl_seq_eval_part(s, v.ids, NULL, v.n, v.n, pp, nd ? s->vlogits : NULL, err)) return -1;
     int32_t next;
-    int acc = zl_spec_accept(s, &v, now_s() - t_start, out + 1, &next);
+    int acc = zl_spec_accept(s, &v, zl_now_s() - t_start, out + 1, &next);
     out[0] = t0;
     s->pending = next;
     return 1 + acc;

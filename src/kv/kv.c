@@ -1,9 +1,14 @@
 /* kv.c — allocation and truncation of per-sequence KV storage; see kv.h. */
 #include "kv.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+static atomic_ullong g_kv_allocs;
+
+unsigned long long zl_kv_allocs(void) { return atomic_load(&g_kv_allocs); }
 
 /* Large caches come straight from mmap, zero and untouched until written,
  * advised for transparent huge pages: attention reads every row of a layer
@@ -55,12 +60,18 @@ int zl_kv_new(zl_kv **out, int n_layers, int n_ctx, int kv_dim, zl_type type, zl
         return zl_errf(err, ZL_ENOMEM, "cannot allocate a %zu MiB KV cache for %d positions",
                        2 * total >> 20, n_ctx);
     }
+    atomic_fetch_add(&g_kv_allocs, 1);
     *out = kv;
     return 0;
 }
 
+/* A freed cache never hands its rows to the next allocation: the rows that
+ * were written are zeroed before heap memory goes back to malloc.  Mapped
+ * memory goes back to the kernel, which zero-fills pages before any reuse,
+ * so it is unmapped as it is. */
 void zl_kv_free(zl_kv *kv) {
     if (!kv) return;
+    if (!kv->mapped && kv->k && kv->v) zl_kv_truncate(kv, 0);
     kv_mem_free(kv->k, kv->mapped);
     kv_mem_free(kv->v, kv->mapped);
     free(kv->score_part);

@@ -23,7 +23,7 @@
 #include "../tensor/types.h"
 
 /* KV slicing policies (kv_policy.c). */
-typedef enum { ZL_KVP_FULL = 0, ZL_KVP_WINDOW = 1, ZL_KVP_ANCHOR = 2 } zl_kvp_kind;
+typedef enum { ZL_KVP_FULL = 0, ZL_KVP_WINDOW = 1, ZL_KVP_ANCHOR = 2, ZL_KVP_COUNT } zl_kvp_kind;
 typedef struct zl_kv_policy {
     zl_kvp_kind kind;
     int budget; /* entries kept per layer, on average over the layers; 0 = the whole context */
@@ -64,6 +64,8 @@ typedef struct zl_kv {
 
 int zl_kv_new(zl_kv **out, int n_layers, int n_ctx, int kv_dim, zl_type type, zl_err *err);
 void zl_kv_free(zl_kv *kv);
+/* KV caches allocated by this process so far (every zl_kv_new that succeeded). */
+unsigned long long zl_kv_allocs(void);
 /* Drop positions >= n from every layer; their memory is zeroed, and so are
  * draft scratch rows past n_used (n_dirty). */
 void zl_kv_truncate(zl_kv *kv, int n);
@@ -110,7 +112,11 @@ void zl_kv_note_written(zl_kv *kv, int pos, int n);
 /* Mark positions [pos, pos+n) as anchors (kept under the anchor policy). */
 void zl_kv_mark_anchor(zl_kv *kv, int pos, int n);
 int zl_kv_n_anchor(const zl_kv *kv);
+/* The policies' names, one table (kv_policy.c): zerolayer.h's
+ * zl_kv_policy_name / zl_kv_policy_from_name are these. */
 const char *zl_kvp_name(zl_kvp_kind k);
 int zl_kvp_from_name(const char *name, zl_kvp_kind *out);
+/* "full, window or anchor", for messages that list the choices. */
+const char *zl_kvp_names(void);
 
 #endif

@@ -49,18 +49,19 @@
 #define RAMP_BOTTOM 1 /* anchor: per-layer budgets grow linearly from the first layer to the last */
 #define RAMP_TOP 5
 
-const char *zl_kvp_name(zl_kvp_kind k) {
-    return k == ZL_KVP_WINDOW ? "window" : k == ZL_KVP_ANCHOR ? "anchor" : "full";
-}
+static const char *const k_kvp_names[ZL_KVP_COUNT] = {
+    [ZL_KVP_FULL] = "full", [ZL_KVP_WINDOW] = "window", [ZL_KVP_ANCHOR] = "anchor"};
+
+const char *zl_kvp_name(zl_kvp_kind k) { return k >= 0 && k < ZL_KVP_COUNT ? k_kvp_names[k] : "full"; }
 
 int zl_kvp_from_name(const char *name, zl_kvp_kind *out) {
     if (!name) return ZL_EINVAL;
-    if (!strcmp(name, "full")) *out = ZL_KVP_FULL;
-    else if (!strcmp(name, "window")) *out = ZL_KVP_WINDOW;
-    else if (!strcmp(name, "anchor")) *out = ZL_KVP_ANCHOR;
-    else return ZL_EINVAL;
-    return 0;
+    for (int k = 0; k < ZL_KVP_COUNT; k++)
+        if (!strcmp(name, k_kvp_names[k])) { *out = (zl_kvp_kind)k; return 0; }
+    return ZL_EINVAL;
 }
+
+const char *zl_kvp_names(void) { return "full, window or anchor"; }
 
 int zl_kv_budget(const zl_kv *kv) {
     return kv->policy.kind == ZL_KVP_FULL || kv->policy.budget <= 0 ? kv->n_ctx : kv->policy.budget;

@@ -93,6 +93,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../base/clock.h"
 #include "model.h"
 
 typedef struct emb {
@@ -311,8 +312,7 @@ int zl_embed_file(const zl_embed_params *p, zl_qstats *st, zl_err *err) {
     zl_qstats local;
     if (!st) st = &local;
     memset(st, 0, sizeof *st);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = zl_now_s();
     zl_model *sm;
     int rc = zl_model_load(&sm, p->small_path, NULL, err);
     if (rc) return rc;
@@ -358,7 +358,6 @@ int zl_embed_file(const zl_embed_params *p, zl_qstats *st, zl_err *err) {
     free(ts);
     zl_model_free(sm);
     if (rc) return rc;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    st->seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    st->seconds = zl_now_s() - t0;
     return 0;
 }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../base/clock.h"
 #include "../base/pool.h"
 #include "../gguf/gguf.h"
 #include "../tensor/kernels.h"
@@ -226,12 +227,6 @@ static int convert_tensor(conv *c, const row_src *src, int64_t cols, int64_t row
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static uint64_t file_size(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -304,7 +299,7 @@ int zl_quantize_file(const char *in, const char *out, const zl_qtarget *t, const
     zl_qstats local;
     if (!st) st = &local;
     memset(st, 0, sizeof *st);
-    double t0 = now_s();
+    double t0 = zl_now_s();
     qrun q = {0};
     int rc = zl_gguf_open(&q.g, in, NULL, err);
     if (rc) return rc;
@@ -340,7 +335,7 @@ int zl_quantize_file(const char *in, const char *out, const zl_qtarget *t, const
     qrun_free(&q);
     if (rc) return rc;
     st->file_bytes = file_size(out);
-    st->seconds = now_s() - t0;
+    st->seconds = zl_now_s() - t0;
     return 0;
 }
 
@@ -461,7 +456,7 @@ int zl_synth_file(const zl_synth_params *p, zl_qstats *st, zl_err *err) {
     zl_qstats local;
     if (!st) st = &local;
     memset(st, 0, sizeof *st);
-    double t0 = now_s();
+    double t0 = zl_now_s();
     int rc = synth_check(p, err);
     if (rc) return rc;
     zl_gguf *vocab;
@@ -481,6 +476,6 @@ int zl_synth_file(const zl_synth_params *p, zl_qstats *st, zl_err *err) {
     free(spec);
     zl_gguf_close(vocab);
     if (rc) return rc;
-    st->seconds = now_s() - t0;
+    st->seconds = zl_now_s() - t0;
     return 0;
 }

@@ -85,7 +85,7 @@ int zl_ant_parse(zl_srv *srv, json_t *b, int count_only, zl_ant_req *q, zl_verr 
             }
         }
         q->n_user_stops = q->gp.n_stops;
-        const char *extra = zl_tpl_extra_stop(srv->tpl);
+        const char *extra = zl_chat_fmt_extra_stop(&srv->tpl);
         if (extra) q->stops[q->gp.n_stops++] = extra;
         q->gp.stops = q->stops;
     }
@@ -115,6 +115,8 @@ int zl_ant_parse(zl_srv *srv, json_t *b, int count_only, zl_ant_req *q, zl_verr 
         json_t *c = json_object_get(m, "content");
         if (!c || json_is_null(c)) return zl_verr_set(e, cf, "%s: field required", cf);
         if (ant_text(c, cf, &q->texts[i], e) < 0) return -1;
+        if (json_is_array(c) && !json_array_size(c) && !(i + 1 == nm && !strcmp(role, "assistant")))
+            return zl_verr_set(e, cf, "%s: must not be empty (only the final assistant message may be)", cf);
         zl_buf_puts(&q->texts[i], "");
         q->msgs[k++] = (zl_chat_msg){role, q->texts[i].p};
     }
@@ -212,11 +214,12 @@ static void ant_destroy(zl_sse *s) {
 }
 
 int zl_ant_tokens(zl_srv *srv, zl_ant_req *q, zl_verr *e) {
-    char *text = zl_tpl_render(srv->tpl, q->msgs, q->n_chat);
-    if (!text) return zl_verr_set(e, "", "out of memory");
     zl_err err = {0};
+    char *text = zl_chat_fmt_render(&srv->tpl, q->msgs, q->n_chat, &err);
+    if (!text && err.code == ZL_ENOMEM) return zl_verr_set(e, "", "out of memory");
+    if (!text) return zl_verr_set(e, "messages", "messages: chat template: %s", err.msg);
     size_t n = 0;
-    int rc = zl_llm_tokenize(srv->llm, text, strlen(text), 1, srv->tpl != ZL_TPL_PLAIN, &q->ids, &n, &err);
+    int rc = zl_llm_tokenize(srv->llm, text, strlen(text), 1, zl_chat_fmt_parse_special(&srv->tpl), &q->ids, &n, &err);
     free(text);
     if (rc) return zl_verr_set(e, "messages", "messages: %s", err.msg);
     q->n_ids = (int)n;
@@ -330,12 +333,12 @@ enum MHD_Result zl_api_count_tokens(zl_req *r, json_t *b) {
     if (zl_ant_parse(r->srv, b, 1, &q, &e) < 0) {
         ret = zl_reply_error(r, ZL_E_INVALID, e.param, "%s", e.msg);
     } else {
-        char *text = zl_tpl_render(r->srv->tpl, q.msgs, q.n_chat);
+        zl_err err = {0};
+        char *text = zl_chat_fmt_render(&r->srv->tpl, q.msgs, q.n_chat, &err);
         int32_t *ids = NULL;
         size_t n = 0;
-        zl_err err = {0};
-        if (!text) ret = zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-        else if (zl_llm_tokenize(r->srv->llm, text, strlen(text), 1, r->srv->tpl != ZL_TPL_PLAIN, &ids, &n, &err))
+        if (!text) ret = zl_reply_tpl_error(r, &err);
+        else if (zl_llm_tokenize(r->srv->llm, text, strlen(text), 1, zl_chat_fmt_parse_special(&r->srv->tpl), &ids, &n, &err))
             ret = zl_reply_error(r, ZL_E_INVALID, "messages", "messages: %s", err.msg);
         else ret = zl_reply_json(r, 200, json_pack("{s:i}", "input_tokens", (int)n), NULL);
         free(ids);

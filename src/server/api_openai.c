@@ -9,6 +9,7 @@
 
 #define MAX_STOPS 16
 #define MAX_CHOICES 64
+#define MAX_LOGIT_BIAS 1024
 
 typedef struct oai_req {
     int chat, stream, include_usage, logprobs, n;
@@ -17,14 +18,53 @@ typedef struct oai_req {
     const char *model;
     long long max_tokens;
     int has_seed;
+    zl_logit_bias bias[MAX_LOGIT_BIAS];
 } oai_req;
+
+/* logit_bias: {"<token id>": bias in [-100, 100], ...} (OpenAI's shape). */
+static int parse_logit_bias(json_t *b, int n_vocab, oai_req *q, zl_verr *e) {
+    json_t *lb = json_object_get(b, "logit_bias");
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb))
+        return zl_verr_set(e, "logit_bias", "logit_bias: expected an object mapping token ids to biases");
+    if (json_object_size(lb) > MAX_LOGIT_BIAS)
+        return zl_verr_set(e, "logit_bias", "logit_bias: at most %d entries, not %zu", MAX_LOGIT_BIAS,
+                           json_object_size(lb));
+    const char *k;
+    json_t *v;
+    int n = 0;
+    json_object_foreach(lb, k, v) {
+        char *end = NULL;
+        long long id = -1;
+        if (*k >= '0' && *k <= '9' && strlen(k) <= 10) id = strtoll(k, &end, 10);
+        if (id < 0 || !end || *end)
+            return zl_verr_set(e, "logit_bias", "logit_bias: key '%.32s' is not a token id (a non-negative integer)", k);
+        if (id >= n_vocab)
+            return zl_verr_set(e, "logit_bias",
+                               "logit_bias: token id %lld is out of the vocabulary of %d tokens (ids 0..%d)", id,
+                               n_vocab, n_vocab - 1);
+        if (!json_is_number(v))
+            return zl_verr_set(e, "logit_bias", "logit_bias[\"%s\"]: expected a number in [-100, 100]", k);
+        double d = json_number_value(v);
+        if (!(d >= -100 && d <= 100))
+            return zl_verr_set(e, "logit_bias", "logit_bias[\"%s\"]: %g is outside [-100, 100]", k, d);
+        q->bias[n++] = (zl_logit_bias){(int32_t)id, (float)d};
+    }
+    q->gp.sampling.logit_bias = n ? q->bias : NULL;
+    q->gp.sampling.n_logit_bias = n;
+    return 0;
+}
+
+zl_sampling zl_oai_sampling_defaults(void) {
+    return (zl_sampling){.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
+                         .repeat_last_n = 64, .presence_penalty = 0, .frequency_penalty = 0, .seed = 0};
+}
 
 /* Sampling and limits common to both endpoints. */
 static int parse_common(zl_req *r, json_t *b, oai_req *q, zl_verr *e) {
     double d;
     long long v;
-    q->gp.sampling = (zl_sampling){.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
-                                   .repeat_last_n = 64, .presence_penalty = 0, .frequency_penalty = 0, .seed = 0};
+    q->gp.sampling = zl_oai_sampling_defaults();
     q->gp.n_logprobs = -1;
     q->model = r->srv->model_id;
     q->n = 1;
@@ -51,6 +91,7 @@ static int parse_common(zl_req *r, json_t *b, oai_req *q, zl_verr *e) {
 #undef NUMF
     if ((h = zl_jv_int(b, "top_k", "", 0, 0, 1 << 30, &v, e)) < 0) return -1;
     if (h) q->gp.sampling.top_k = (int)v;
+    if (parse_logit_bias(b, zl_llm_n_vocab(r->srv->llm), q, e) < 0) return -1;
     int has = zl_jv_int(b, "seed", "", 0, -(1LL << 62), 1LL << 62, &v, e);
     if (has < 0) return -1;
     q->gp.sampling.seed = has ? (uint64_t)v : zl_rand_seed();
@@ -393,7 +434,11 @@ enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
         char cf[80];
         snprintf(cf, sizeof cf, "%s.content", f);
         json_t *c = json_object_get(m, "content");
-        if (!c && strcmp(role, "assistant")) { ret = zl_reply_error(r, ZL_E_INVALID, cf, "%s: field required", cf); goto out; }
+        if ((!c || json_is_null(c)) && strcmp(role, "assistant")) { /* only an assistant turn may have none */
+            ret = zl_reply_error(r, ZL_E_INVALID, cf, c ? "%s: must not be null for role '%s'" : "%s: field required%.0s",
+                                 cf, role);
+            goto out;
+        }
         if (c && parse_content(c, cf, &texts[i], &e) < 0) { ret = zl_reply_error(r, ZL_E_INVALID, e.param, "%s", e.msg); goto out; }
         zl_buf_puts(&texts[i], "");
         cm[i].role = !strcmp(role, "developer") ? "system" : role;
@@ -404,7 +449,7 @@ enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
     if (zl_sess_merge(sr, r, cm, (int)nm, &all, &n_all)) { ret = MHD_YES; goto out; }
     if (zl_chat_tokens_ctl(r, all, n_all, &ids, &mask, &n_ids)) { ret = MHD_YES; goto out; }
     if (zl_prompt_check(r, ids, n_ids, (int)q.max_tokens, "messages")) { ret = MHD_YES; goto out; }
-    const char *extra = zl_tpl_extra_stop(r->srv->tpl);
+    const char *extra = zl_chat_fmt_extra_stop(&r->srv->tpl);
     if (extra && q.gp.n_stops < MAX_STOPS + 1) q.stops[q.gp.n_stops++] = extra;
     q.gp.strip_leading_space = 1;
     {
@@ -523,7 +568,9 @@ out:
 enum MHD_Result zl_api_models(zl_req *r) {
     zl_srv *s = r->srv;
     json_t *j;
-    if (r->api == ZL_API_ANTHROPIC) {
+    if (s->models) {
+        j = zl_models_list(s, r->api == ZL_API_ANTHROPIC);
+    } else if (r->api == ZL_API_ANTHROPIC) {
         char created[32];
         time_t t = (time_t)s->started;
         strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));

@@ -2,9 +2,11 @@
  * prefill, and the per-request glue that puts every generation through the
  * session store and the tenant's prefix cache (engine/session.h).
  *
- * Tenants: the API key when keys are configured (kept only as a SHA-256
- * digest); otherwise the body's `user` / `metadata.user_id`, else the
- * X-Zerolayer-User header, else "anonymous".
+ * Tenants: the API key when keys are configured, otherwise the body's `user`
+ * / `metadata.user_id`, else the X-Zerolayer-User header, else "anonymous";
+ * always kept as "key:" / "user:" + the hex SHA-256 of the whole identity,
+ * so a tenant string has a fixed size and two identities never share one
+ * however long they are (zl_tenant_derive).
  *
  * Tokens: "<id>.<created ms>.<hex HMAC-SHA256(secret, id \n tenant \n created)>".
  * The tenant is not in the token: it is what the request authenticates as,
@@ -30,7 +32,7 @@
 
 struct zl_sess_req {
     zl_srv *srv;
-    char tenant[128];
+    char tenant[ZL_TENANT_CAP];
     char id[80];
     int append;
     json_t *conv; /* this request's whole conversation, [{role, content}] */
@@ -71,7 +73,20 @@ static void hex(const unsigned char *b, size_t n, char *out) {
     for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
 }
 
-static void tenant_of(zl_req *r, const char *user, char *out, size_t cap) {
+void zl_tenant_derive(const char *api_key, const char *user, char out[ZL_TENANT_CAP]) {
+    unsigned char d[32];
+    char h[65];
+    const char *id = api_key ? api_key : user;
+    if (!api_key && (!user || !*user)) {
+        snprintf(out, ZL_TENANT_CAP, "anonymous");
+        return;
+    }
+    SHA256((const unsigned char *)id, strlen(id), d);
+    hex(d, 32, h);
+    snprintf(out, ZL_TENANT_CAP, "%s:%s", api_key ? "key" : "user", h);
+}
+
+void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]) {
     if (r->srv->o.n_api_keys) {
         const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-api-key");
         const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
@@ -79,16 +94,11 @@ static void tenant_of(zl_req *r, const char *user, char *out, size_t cap) {
             key = auth + 7;
             while (*key == ' ') key++;
         }
-        unsigned char d[32];
-        char h[65];
-        SHA256((const unsigned char *)(key ? key : ""), key ? strlen(key) : 0, d);
-        hex(d, 16, h);
-        snprintf(out, cap, "key:%s", h);
+        zl_tenant_derive(key ? key : "", NULL, out);
         return;
     }
     if (!user || !*user) user = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-User");
-    if (user && *user) snprintf(out, cap, "user:%s", user);
-    else snprintf(out, cap, "anonymous");
+    zl_tenant_derive(NULL, user, out);
 }
 
 static void token_mac(const zl_srv *srv, const char *id, const char *tenant, const char *created, char out[65]) {
@@ -188,7 +198,7 @@ int zl_sess_open(zl_req *r, json_t *body, const char *user, zl_sess_req **out) {
     zl_sess_req *c = calloc(1, sizeof *c);
     if (!c) { zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
     c->srv = r->srv;
-    tenant_of(r, user, c->tenant, sizeof c->tenant);
+    zl_tenant_of(r, user, c->tenant);
     json_t *bs = body ? json_object_get(body, "session") : NULL;
     if (bs && !json_is_string(bs) && !json_is_null(bs)) {
         zl_reply_error(r, ZL_E_INVALID, "session", "session: expected a session token string");
@@ -311,8 +321,8 @@ static const char *body_user(json_t *b) {
 }
 
 static enum MHD_Result sess_create(zl_req *r, json_t *b) {
-    char tenant[128], id[80], created[24], mac[65];
-    tenant_of(r, body_user(b), tenant, sizeof tenant);
+    char tenant[ZL_TENANT_CAP], id[80], created[24], mac[65];
+    zl_tenant_of(r, body_user(b), tenant);
     zl_rand_id(id, sizeof id, "zs_");
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -480,8 +490,8 @@ enum MHD_Result zl_api_sessions(zl_req *r, const char *method) {
             return zl_reply_error(r, ZL_E_METHOD, NULL, "%s is not allowed on %s", method, r->url);
         return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no route for %s %s", method, r->url);
     }
-    char tenant[128], tid[80];
-    tenant_of(r, body_user(b), tenant, sizeof tenant);
+    char tenant[ZL_TENANT_CAP], tid[80];
+    zl_tenant_of(r, body_user(b), tenant);
     const char *tok = token_from(r, b);
     zl_sessions *ss = r->srv->sessions;
     if (!tok) ret = sess_error(r, 403, "missing_token", "this route needs the session token (X-Zerolayer-Session)");

@@ -4,15 +4,29 @@
  * as fast as the queue accepts them, so they run concurrently with each
  * other and with live traffic (continuous batching does the rest), and
  * collects one result per request.  Results are served as JSONL once the
- * batch has ended.  Batches live until the server exits. */
+ * batch has ended.
+ *
+ * Every batch belongs to the tenant that created it (zl_tenant_of: the API
+ * key's digest, else the user's); every route looks batches up by id AND
+ * tenant, so another tenant's batch is "not found" on get, results, cancel
+ * and absent from its list.  Ended batches are dropped after the retention
+ * time; a tenant holds at most batches_per_tenant batches (at the bound its
+ * oldest ended batch gives way, and when none has ended a new one is 429),
+ * and the server at most ZL_BATCHES_TOTAL, the same way.
+ * The requests' sequences go back through the scheduler, which zeroes their
+ * KV before freeing it (sched.h). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "anthropic.h"
 
+/* Batches the server holds at once, all tenants together. */
+#define ZL_BATCHES_TOTAL 1024
+
 typedef struct batch {
     char id[64];
+    char tenant[ZL_TENANT_CAP]; /* owner */
     long long created, ended, cancel_at;
     int n;
     char **custom_ids;
@@ -179,6 +193,77 @@ static void batch_free(batch *b) {
     free(b);
 }
 
+static double retention_s(const zl_srv *srv) {
+    return srv->o.batch_retention_s > 0 ? srv->o.batch_retention_s : 3600;
+}
+
+/* Under the mutex: unlink and free the ended batches past their retention
+ * (their threads have finished or are returning: the join is short). */
+static void prune(struct zl_batches *bs, const zl_srv *srv) {
+    long long now = (long long)time(NULL);
+    double keep = retention_s(srv);
+    for (batch **pp = &bs->head; *pp;) {
+        batch *b = *pp;
+        if (b->ended_flag && (double)(now - b->ended) >= keep) {
+            *pp = b->next;
+            pthread_join(b->thread, NULL);
+            batch_free(b);
+        } else {
+            pp = &b->next;
+        }
+    }
+}
+
+/* Under the mutex: drop the oldest ended batch of `tenant` (NULL: of any
+ * tenant) when it holds `max` batches or more.  0 when it is at the bound
+ * and none of them has ended. */
+static int bound(struct zl_batches *bs, const char *tenant, int max) {
+    int n = 0;
+    batch **oldest = NULL;
+    for (batch **pp = &bs->head; *pp; pp = &(*pp)->next) {
+        batch *b = *pp;
+        if (tenant && strcmp(b->tenant, tenant)) continue;
+        n++;
+        if (b->ended_flag && (!oldest || b->ended <= (*oldest)->ended)) oldest = pp;
+    }
+    if (n < max) return 1;
+    if (!oldest) return 0;
+    batch *b = *oldest;
+    *oldest = b->next;
+    pthread_join(b->thread, NULL);
+    batch_free(b);
+    return 1;
+}
+
+/* Room for one more batch of `tenant`: its own bound, then the server's
+ * (tenants without API keys are only what the clients say they are). */
+static int make_room(struct zl_batches *bs, const zl_srv *srv, const char *tenant) {
+    int per = srv->o.batches_per_tenant > 0 ? srv->o.batches_per_tenant : 64;
+    return bound(bs, tenant, per) && bound(bs, NULL, ZL_BATCHES_TOTAL);
+}
+
+typedef struct { const char *s; int i; } cid_ref;
+
+static int cmp_cid(const void *a, const void *b) {
+    const cid_ref *x = a, *y = b;
+    int c = strcmp(x->s, y->s);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* The first request (in order) whose custom_id an earlier one already uses,
+ * or -1: one sort, O(n log n). */
+static int first_duplicate(char *const *ids, int n) {
+    cid_ref *v = malloc((size_t)n * sizeof *v);
+    if (!v) return -2;
+    for (int i = 0; i < n; i++) v[i] = (cid_ref){ids[i], i};
+    qsort(v, (size_t)n, sizeof *v, cmp_cid);
+    int dup = -1;
+    for (int k = 1; k < n; k++)
+        if (!strcmp(v[k].s, v[k - 1].s) && (dup < 0 || v[k].i < dup)) dup = v[k].i;
+    free(v);
+    return dup;
+}
+
 enum MHD_Result zl_api_batches_create(zl_req *r, json_t *body) {
     json_t *reqs = json_object_get(body, "requests");
     if (!reqs) return zl_reply_error(r, ZL_E_INVALID, "requests", "requests: field required");
@@ -205,22 +290,39 @@ enum MHD_Result zl_api_batches_create(zl_req *r, json_t *body) {
         zl_verr e = {{0}, {0}};
         if (!json_is_object(q)) { batch_free(b); return zl_reply_error(r, ZL_E_INVALID, f, "%s: expected an object", f); }
         if (zl_jv_str(q, "custom_id", f, 1, &cid, &e) < 0) { batch_free(b); return zl_reply_error(r, ZL_E_INVALID, e.param, "%s", e.msg); }
-        for (int k = 0; k < i; k++)
-            if (!strcmp(b->custom_ids[k], cid)) {
-                batch_free(b);
-                return zl_reply_error(r, ZL_E_INVALID, f, "%s.custom_id: '%s' is used twice", f, cid);
-            }
         json_t *p = json_object_get(q, "params");
         if (!json_is_object(p)) { batch_free(b); return zl_reply_error(r, ZL_E_INVALID, f, "%s.params: expected an object", f); }
         b->custom_ids[i] = strdup(cid);
         b->params[i] = json_deep_copy(p);
         if (!b->custom_ids[i] || !b->params[i]) { batch_free(b); return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); }
     }
+    int dup = first_duplicate(b->custom_ids, b->n);
+    if (dup == -2) { batch_free(b); return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); }
+    if (dup >= 0) {
+        char f[48];
+        snprintf(f, sizeof f, "requests[%d]", dup);
+        enum MHD_Result ret =
+            zl_reply_error(r, ZL_E_INVALID, f, "%s.custom_id: '%.128s' is used twice", f, b->custom_ids[dup]);
+        batch_free(b);
+        return ret;
+    }
     zl_rand_id(b->id, sizeof b->id, "msgbatch_");
+    zl_tenant_of(r, NULL, b->tenant);
     b->created = (long long)time(NULL);
     b->srv = r->srv;
     atomic_init(&b->cancel, 0);
     pthread_mutex_lock(&bs->mu);
+    prune(bs, r->srv);
+    if (!make_room(bs, r->srv, b->tenant)) {
+        pthread_mutex_unlock(&bs->mu);
+        batch_free(b);
+        r->api = ZL_API_ANTHROPIC;
+        return zl_reply_json(r, 429,
+                             json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", "rate_limit_error",
+                                       "message", "this tenant holds the most message batches allowed and none of "
+                                                  "them has ended; retry when one ends"),
+                             NULL);
+    }
     if (pthread_create(&b->thread, NULL, batch_main, b) != 0) {
         pthread_mutex_unlock(&bs->mu);
         batch_free(b);
@@ -233,18 +335,24 @@ enum MHD_Result zl_api_batches_create(zl_req *r, json_t *body) {
     return zl_reply_json(r, 200, j, NULL);
 }
 
-static batch *find(struct zl_batches *bs, const char *id) {
+/* Under the mutex: the batch with this id owned by this tenant (another
+ * tenant's batch is not found: its existence is not revealed). */
+static batch *find(struct zl_batches *bs, const char *id, const char *tenant) {
     for (batch *b = bs ? bs->head : NULL; b; b = b->next)
-        if (!strcmp(b->id, id)) return b;
+        if (!strcmp(b->id, id) && !strcmp(b->tenant, tenant)) return b;
     return NULL;
 }
 
 enum MHD_Result zl_api_batches_list(zl_req *r) {
     struct zl_batches *bs = batches_of(r->srv);
     if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    char tenant[ZL_TENANT_CAP];
+    zl_tenant_of(r, NULL, tenant);
     json_t *data = json_array();
     pthread_mutex_lock(&bs->mu);
-    for (batch *b = bs->head; b; b = b->next) json_array_append_new(data, batch_json(r, b));
+    prune(bs, r->srv);
+    for (batch *b = bs->head; b; b = b->next)
+        if (!strcmp(b->tenant, tenant)) json_array_append_new(data, batch_json(r, b));
     pthread_mutex_unlock(&bs->mu);
     size_t n = json_array_size(data);
     json_t *first = n ? json_incref(json_object_get(json_array_get(data, 0), "id")) : json_null();
@@ -256,8 +364,11 @@ enum MHD_Result zl_api_batches_list(zl_req *r) {
 enum MHD_Result zl_api_batches_get(zl_req *r, const char *id) {
     struct zl_batches *bs = batches_of(r->srv);
     if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    char tenant[ZL_TENANT_CAP];
+    zl_tenant_of(r, NULL, tenant);
     pthread_mutex_lock(&bs->mu);
-    batch *b = find(bs, id);
+    prune(bs, r->srv);
+    batch *b = find(bs, id, tenant);
     json_t *j = b ? batch_json(r, b) : NULL;
     pthread_mutex_unlock(&bs->mu);
     if (!j) return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no message batch with id '%s'", id);
@@ -267,8 +378,11 @@ enum MHD_Result zl_api_batches_get(zl_req *r, const char *id) {
 enum MHD_Result zl_api_batches_cancel(zl_req *r, const char *id) {
     struct zl_batches *bs = batches_of(r->srv);
     if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    char tenant[ZL_TENANT_CAP];
+    zl_tenant_of(r, NULL, tenant);
     pthread_mutex_lock(&bs->mu);
-    batch *b = find(bs, id);
+    prune(bs, r->srv);
+    batch *b = find(bs, id, tenant);
     json_t *j = NULL;
     if (b) {
         if (!b->ended_flag && !atomic_exchange(&b->cancel, 1)) b->cancel_at = (long long)time(NULL);
@@ -283,8 +397,11 @@ enum MHD_Result zl_api_batches_results(zl_req *r, const char *id) {
     struct zl_batches *bs = batches_of(r->srv);
     if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
     zl_buf out = {0};
+    char tenant[ZL_TENANT_CAP];
+    zl_tenant_of(r, NULL, tenant);
     pthread_mutex_lock(&bs->mu);
-    batch *b = find(bs, id);
+    prune(bs, r->srv);
+    batch *b = find(bs, id, tenant);
     int ended = b && b->ended_flag;
     for (int i = 0; ended && i < b->n; i++) {
         json_t *line = json_pack("{s:s, s:O}", "custom_id", b->custom_ids[i], "result", b->results[i]);

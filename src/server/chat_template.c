@@ -1,15 +1,19 @@
-/* chat_template.c — hand-written renderers for the common chat families.
- * Recognition is by marker strings because a Jinja interpreter is a larger
- * attack surface than the handful of formats models actually use; see
- * chat_template.h for the plain rendering of template-less models. */
+/* chat_template.c — the server's chat formatting: the model's Jinja
+ * template through src/template, or hand-written renderers for the common
+ * families (recognised by marker strings) when there is none; see
+ * chat_template.h for the plain rendering of template-less models.  Knows
+ * nothing of HTTP: render errors are returned for the adapters to report. */
 #include "chat_template.h"
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../gguf/gguf.h"
+#include "../template/jinja.h"
+#include "zerolayer.h"
 
 typedef struct tbuf {
     char *p;
@@ -31,6 +35,20 @@ static void put(tbuf *b, const char *s) {
     memcpy(b->p + b->n, s, l);
     b->n += l;
     b->p[b->n] = 0;
+}
+
+/* s without leading/trailing whitespace when trim (python's str.strip on ASCII) */
+static void put_trimmed(tbuf *b, const char *s, int trim) {
+    if (!trim) { put(b, s); return; }
+    size_t a = 0, e = strlen(s);
+    while (a < e && strchr(" \t\n\r\v\f", s[a])) a++;
+    while (e > a && strchr(" \t\n\r\v\f", s[e - 1])) e--;
+    char *t = malloc(e - a + 1);
+    if (!t) { b->oom = 1; return; }
+    memcpy(t, s + a, e - a);
+    t[e - a] = 0;
+    put(b, t);
+    free(t);
 }
 
 static void putv(tbuf *b, int n, ...) {
@@ -80,7 +98,7 @@ static void render_llama2(tbuf *b, const zl_chat_msg *m, int n, int mistral) {
         int last = i == n - 1;
         if (is_role(&m[i], "assistant")) {
             put(b, mistral ? "" : " ");
-            put(b, m[i].content);
+            put_trimmed(b, m[i].content, !mistral);
             if (!last) put(b, mistral ? "</s>" : " </s>");
             continue;
         }
@@ -90,7 +108,8 @@ static void render_llama2(tbuf *b, const zl_chat_msg *m, int n, int mistral) {
             if (mistral) putv(b, 2, sys, "\n\n");
             else putv(b, 3, "<<SYS>>\n", sys, "\n<</SYS>>\n\n");
         }
-        putv(b, 2, m[i].content, " [/INST]");
+        put_trimmed(b, m[i].content, !mistral);
+        put(b, " [/INST]");
         first_user = 0;
     }
 }
@@ -107,7 +126,8 @@ static void render_turns(tbuf *b, zl_tpl t, const zl_chat_msg *m, int n) {
             if (!open) put(b, "<|im_end|>\n");
             break;
         case ZL_TPL_LLAMA3:
-            putv(b, 4, "<|start_header_id|>", role, "<|end_header_id|>\n\n", c);
+            putv(b, 3, "<|start_header_id|>", role, "<|end_header_id|>\n\n");
+            put_trimmed(b, c, 1);
             if (!open) put(b, "<|eot_id|>");
             break;
         case ZL_TPL_PHI3:
@@ -121,7 +141,7 @@ static void render_turns(tbuf *b, zl_tpl t, const zl_chat_msg *m, int n) {
         case ZL_TPL_GEMMA:
             putv(b, 3, "<start_of_turn>", strcmp(role, "assistant") ? "user" : "model", "\n");
             if (sys && i == 1) putv(b, 2, sys, "\n\n");
-            put(b, c);
+            put_trimmed(b, c, 1);
             if (!open) put(b, "<end_of_turn>\n");
             break;
         default: /* plain */
@@ -163,4 +183,188 @@ char *zl_tpl_read_gguf(const char *path) {
     }
     zl_gguf_close(g);
     return out;
+}
+
+zl_tpl zl_tpl_for_arch(const char *path) {
+    zl_gguf *g = NULL;
+    if (zl_gguf_open(&g, path, NULL, NULL)) return ZL_TPL_PLAIN;
+    zl_str s = {0};
+    zl_tpl t = ZL_TPL_PLAIN;
+    if (!zl_gguf_get_str(g, "general.architecture", &s) && s.len >= 5 && !memcmp(s.ptr, "gemma", 5)) t = ZL_TPL_GEMMA;
+    zl_gguf_close(g);
+    return t;
+}
+
+/* ---------------- zl_chat_fmt ---------------- */
+
+void zl_chat_fmt_free(zl_chat_fmt *f) {
+    zl_jinja_free(f->jinja);
+    free(f->bos);
+    free(f->eos);
+    memset(f, 0, sizeof *f);
+}
+
+static char *dupz(const char *s) {
+    size_t n = strlen(s ? s : "");
+    char *p = malloc(n + 1);
+    if (p) memcpy(p, s ? s : "", n + 1);
+    return p;
+}
+
+int zl_chat_fmt_jinja(zl_chat_fmt *f, const char *src, size_t n, const char *bos, const char *eos, int strip_bos,
+                      int strip_eos, zl_err *err) {
+    memset(f, 0, sizeof *f);
+    int rc = zl_jinja_parse(&f->jinja, src, n, err);
+    if (rc) return rc;
+    f->bos = dupz(bos);
+    f->eos = dupz(eos);
+    if (!f->bos || !f->eos) {
+        zl_chat_fmt_free(f);
+        return zl_errf(err, ZL_ENOMEM, "out of memory");
+    }
+    f->strip_bos = strip_bos && *f->bos;
+    f->strip_eos = strip_eos && *f->eos;
+    f->family = ZL_TPL_CHATML; /* unused with a template; anything but plain */
+    snprintf(f->name, sizeof f->name, "jinja");
+    return 0;
+}
+
+/* special-token text of one id ("" when the vocabulary has none) */
+static char *token_text(const zl_llm *llm, int32_t id) {
+    char *s = NULL;
+    size_t n = 0;
+    if (id < 0 || zl_llm_detokenize(llm, &id, 1, 1, &s, &n, NULL)) return dupz("");
+    return s;
+}
+
+/* whether tokenizing with add_special puts BOS first / EOS last */
+static void adds_special(const zl_llm *llm, int *bos, int *eos) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    *bos = *eos = 0;
+    if (zl_llm_tokenize(llm, "a", 1, 1, 0, &ids, &n, NULL)) return;
+    *bos = n > 0 && zl_llm_bos(llm) >= 0 && ids[0] == zl_llm_bos(llm);
+    *eos = n > 1 && zl_llm_eos(llm) >= 0 && ids[n - 1] == zl_llm_eos(llm);
+    free(ids);
+}
+
+static char *read_file(const char *path, size_t *n, zl_err *err) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { zl_errf(err, ZL_EIO, "--chat-template-file %s: cannot open it", path); return NULL; }
+    char *p = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (;;) {
+        if (*n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            if (cap > (64u << 20)) { fclose(fp); free(p); zl_errf(err, ZL_EINVAL, "--chat-template-file %s: larger than 64 MiB", path); return NULL; }
+            char *np = realloc(p, cap);
+            if (!np) { fclose(fp); free(p); zl_errf(err, ZL_ENOMEM, "out of memory"); return NULL; }
+            p = np;
+        }
+        size_t k = fread(p + *n, 1, 4096, fp);
+        *n += k;
+        if (k < 4096) break;
+    }
+    int bad = ferror(fp);
+    fclose(fp);
+    if (bad) { free(p); zl_errf(err, ZL_EIO, "--chat-template-file %s: read error", path); return NULL; }
+    p[*n] = 0;
+    return p;
+}
+
+int zl_chat_fmt_setup(zl_chat_fmt *f, const zl_llm *llm, const char *gguf_path, const char *family_name,
+                      const char *template_file, zl_err *err) {
+    memset(f, 0, sizeof *f);
+    if (family_name) {
+        int t = zl_tpl_from_name(family_name);
+        if (t < 0) return zl_errf(err, ZL_EINVAL, "--chat-template: unknown template '%s'", family_name);
+        f->family = (zl_tpl)t;
+        snprintf(f->name, sizeof f->name, "%s (--chat-template)", zl_tpl_name(f->family));
+        return 0;
+    }
+    size_t n = 0;
+    char *src = NULL;
+    if (template_file) {
+        if (!(src = read_file(template_file, &n, err))) return err ? err->code : ZL_EIO;
+    } else if ((src = zl_tpl_read_gguf(gguf_path))) {
+        n = strlen(src);
+    }
+    if (!src) {
+        f->family = zl_tpl_for_arch(gguf_path);
+        snprintf(f->name, sizeof f->name, "%s (the model has no template)", zl_tpl_name(f->family));
+        return 0;
+    }
+    int add_bos = 0, add_eos = 0;
+    if (llm) adds_special(llm, &add_bos, &add_eos);
+    char *bos = llm ? token_text(llm, zl_llm_bos(llm)) : dupz("");
+    char *eos = llm ? token_text(llm, zl_llm_eos(llm)) : dupz("");
+    zl_err perr = {0};
+    int rc = bos && eos ? zl_chat_fmt_jinja(f, src, n, bos, eos, add_bos, add_eos, &perr)
+                        : zl_errf(&perr, ZL_ENOMEM, "out of memory");
+    free(bos);
+    free(eos);
+    if (rc == 0) {
+        snprintf(f->name, sizeof f->name, "jinja (%s)", template_file ? template_file : "the model's tokenizer.chat_template");
+        free(src);
+        return 0;
+    }
+    if (template_file || rc == ZL_ENOMEM) {
+        free(src);
+        return zl_errf(err, rc, "%s: %s", template_file ? template_file : "chat template", perr.msg);
+    }
+    int known = 1;
+    f->family = zl_tpl_detect(src, &known);
+    free(src);
+    fprintf(stderr, "zerolayer: warning: the model's chat template does not parse (%s); using the %s rendering\n",
+            perr.msg, zl_tpl_name(f->family));
+    snprintf(f->name, sizeof f->name, "%s (fallback: the model's template does not parse)", zl_tpl_name(f->family));
+    return 0;
+}
+
+int zl_chat_fmt_parse_special(const zl_chat_fmt *f) { return f->jinja || f->family != ZL_TPL_PLAIN; }
+
+const char *zl_chat_fmt_extra_stop(const zl_chat_fmt *f) { return f->jinja ? NULL : zl_tpl_extra_stop(f->family); }
+
+char *zl_chat_fmt_render(const zl_chat_fmt *f, const zl_chat_msg *msgs, int n, zl_err *err) {
+    if (!f->jinja) {
+        char *s = zl_tpl_render(f->family, msgs, n);
+        if (!s) zl_errf(err, ZL_ENOMEM, "out of memory");
+        return s;
+    }
+    /* a trailing assistant message is the open turn: render the rest with
+     * the generation prompt, then its text */
+    int prefill = n > 0 && is_role(&msgs[n - 1], "assistant");
+    int nm = prefill ? n - 1 : n;
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < nm; i++) {
+        json_t *m = json_pack("{s:s,s:s}", "role", msgs[i].role ? msgs[i].role : "user", "content",
+                              msgs[i].content ? msgs[i].content : "");
+        if (!m || json_array_append_new(arr, m)) { json_decref(arr); arr = NULL; }
+    }
+    char *js = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+    json_decref(arr);
+    zl_jinja_vars *v = js ? zl_jinja_vars_new() : NULL;
+    char *out = NULL;
+    size_t len = 0;
+    int rc = !v ? zl_errf(err, ZL_ENOMEM, "out of memory") : 0;
+    if (!rc) rc = zl_jinja_vars_json(v, "messages", js, strlen(js), err);
+    if (!rc) rc = zl_jinja_vars_str(v, "bos_token", f->bos, err);
+    if (!rc) rc = zl_jinja_vars_str(v, "eos_token", f->eos, err);
+    if (!rc) rc = zl_jinja_vars_bool(v, "add_generation_prompt", 1, err);
+    if (!rc) rc = zl_jinja_render(f->jinja, v, NULL, &out, &len, err);
+    zl_jinja_vars_free(v);
+    free(js);
+    if (rc) return NULL;
+    size_t bl = strlen(f->bos), el = strlen(f->eos), start = 0;
+    if (f->strip_bos && len >= bl && !memcmp(out, f->bos, bl)) start = bl;
+    if (f->strip_eos && !prefill && len - start >= el && !memcmp(out + len - el, f->eos, el)) len -= el;
+    const char *tail = prefill && msgs[n - 1].content ? msgs[n - 1].content : "";
+    size_t tl = strlen(tail);
+    char *res = malloc(len - start + tl + 1);
+    if (!res) { free(out); zl_errf(err, ZL_ENOMEM, "out of memory"); return NULL; }
+    memcpy(res, out + start, len - start);
+    memcpy(res + len - start, tail, tl + 1);
+    free(out);
+    return res;
 }

@@ -2,11 +2,14 @@
  * was trained on.
  *
  * GGUF files carry the template as Jinja source (tokenizer.chat_template).
- * We do not run Jinja: the family is recognised from marker strings in the
- * source and rendered by hand-written C, which covers the families below.
- * The rendered text contains special-token text ("<|im_start|>") and must be
- * tokenized with parse_special; BOS is not part of the text (the tokenizer
- * adds it as the model's metadata asks).
+ * The server renders that source with the interpreter of src/template
+ * (zl_chat_fmt below) exactly as python's jinja2 would; the hand-written C
+ * families below are the fallback for models without a template (chosen by
+ * architecture: gemma3 -> gemma), for a template that does not parse, and for
+ * --chat-template NAME.  The rendered text contains special-token text
+ * ("<|im_start|>") and must be tokenized with parse_special; BOS is not part of
+ * the text (the tokenizer adds it as the model's metadata asks: a template's
+ * leading bos_token text is dropped, as llama.cpp does).
  *
  * Plain rendering (base models without a template, e.g. stories260K): the
  * system prompt, if any, then a blank line, then one line per message as
@@ -17,6 +20,8 @@
 #define ZL_CHAT_TEMPLATE_H
 
 #include <stddef.h>
+
+#include "../base/err.h"
 
 typedef enum {
     ZL_TPL_PLAIN = 0,
@@ -49,5 +54,38 @@ char *zl_tpl_render(zl_tpl t, const zl_chat_msg *msgs, int n);
 const char *zl_tpl_extra_stop(zl_tpl t);
 /* tokenizer.chat_template of a GGUF file (malloc'd) or NULL. */
 char *zl_tpl_read_gguf(const char *path);
+/* The family for a model without a template, by general.architecture. */
+zl_tpl zl_tpl_for_arch(const char *gguf_path);
+
+/* ---------------- what the server renders with ---------------- */
+
+struct zl_jinja;
+struct zl_llm;
+
+typedef struct zl_chat_fmt {
+    zl_tpl family;          /* used when jinja is NULL */
+    struct zl_jinja *jinja; /* the model's (or --chat-template-file's) template */
+    char *bos, *eos;        /* special-token text the template sees */
+    int strip_bos, strip_eos; /* the tokenizer adds these itself: drop them from the text */
+    char name[96];          /* for the start-up line */
+} zl_chat_fmt;
+
+/* Choose: template_file (Jinja source; must parse), else a forced family
+ * name, else the model's tokenizer.chat_template (one that does not parse
+ * falls back to the family its markers suggest, with a warning on stderr),
+ * else the family of the model's architecture.  0 or an error code. */
+int zl_chat_fmt_setup(zl_chat_fmt *f, const struct zl_llm *llm, const char *gguf_path, const char *family_name,
+                      const char *template_file, zl_err *err);
+/* Jinja source directly (tests): bos/eos text, whether the tokenizer adds them. */
+int zl_chat_fmt_jinja(zl_chat_fmt *f, const char *src, size_t n, const char *bos, const char *eos, int strip_bos,
+                      int strip_eos, zl_err *err);
+void zl_chat_fmt_free(zl_chat_fmt *f);
+/* The prompt text (malloc'd) or NULL with err: ZL_ENOMEM, or ZL_EINVAL with
+ * the template's own message (raise_exception) — the request's fault.
+ * messages are dicts {role, content}; add_generation_prompt is true; a
+ * trailing assistant message is rendered as the open assistant turn. */
+char *zl_chat_fmt_render(const zl_chat_fmt *f, const zl_chat_msg *msgs, int n, zl_err *err);
+int zl_chat_fmt_parse_special(const zl_chat_fmt *f);
+const char *zl_chat_fmt_extra_stop(const zl_chat_fmt *f);
 
 #endif

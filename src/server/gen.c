@@ -122,8 +122,12 @@ static void gen_pump(zl_gen *g, int i) {
         c->n_read += n;
         if (c->end) return;
         if (fin) {
+            /* what the flush holds is a character the last token left
+             * unfinished (a max_tokens cut inside an emoji): not text, so it
+             * is dropped rather than sent as U+FFFD */
             size_t len = 0;
             const char *s = zl_stream_flush(c->st, &len);
+            len = zl_utf8_valid_prefix(s, len);
             gen_absorb(g, c, s, len);
             if (c->end) return;
             gen_release(c, c->held.n);
@@ -159,6 +163,8 @@ zl_gen *zl_gen_start(zl_sched *s, int32_t *const *prompts, const int *n_prompts,
         if (!(g->stops[i] = strdup(p->stops[i]))) { zl_gen_free(g); return NULL; }
     g->p.stops = NULL;
     g->p.anchors = NULL;
+    g->p.sampling.logit_bias = NULL; /* borrowed from the request; each job keeps its own copy */
+    g->p.sampling.n_logit_bias = 0;
     for (int i = 0; i < n; i++) {
         zl_gen_choice *c = &g->ch[i];
         c->stop_index = -1;
@@ -266,6 +272,8 @@ void zl_gen_timing_get(zl_gen *g, zl_gen_timing *t) {
     for (int i = 0; i < g->n; i++) {
         zl_job_times jt;
         zl_job_get_times(g->sched, g->ch[i].job, &jt);
+        double prep = jt.t_submit > g->t_start ? jt.t_submit - g->t_start : 0;
+        if (prep > t->prep_ms) t->prep_ms = prep;
         double q = jt.t_admit ? jt.t_admit - jt.t_submit : 0;
         double pf = jt.t_first && jt.t_admit ? jt.t_first - jt.t_admit : 0;
         double last = g->ch[i].t_last;

@@ -98,6 +98,7 @@ void zl_gen_cancel(zl_gen *g);
 void zl_gen_free(zl_gen *g);
 
 typedef struct zl_gen_timing {
+    double prep_ms; /* request received -> job submitted (body, template, tokenization) */
     double queue_ms, prefill_ms, decode_ms, kv_ms, sample_ms;
     int prompt_tokens, generated_tokens, cached_tokens;
     /* verification ring (ring_on: some choice decoded with it) and KV slicing */

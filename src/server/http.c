@@ -67,22 +67,18 @@ enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j, const char *serv
     return ret;
 }
 
-enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500};
-    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500};
+/* The error body in the caller's API shape, and its status. */
+static json_t *error_json(const zl_req *r, zl_ekind kind, const char *param, const char *msg, int *status_out) {
+    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500, 404};
+    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500, 404};
     static const char *const t_oai[] = {"invalid_request_error", "authentication_error", "invalid_request_error",
                                         "invalid_request_error", "invalid_request_error", "rate_limit_error",
-                                        "server_error"};
+                                        "server_error", "invalid_request_error"};
     static const char *const c_oai[] = {NULL, "invalid_api_key", "unknown_url", "method_not_allowed",
-                                        "request_too_large", "rate_limit_exceeded", NULL};
+                                        "request_too_large", "rate_limit_exceeded", NULL, "model_not_found"};
     static const char *const t_ant[] = {"invalid_request_error", "authentication_error", "not_found_error",
                                         "invalid_request_error", "request_too_large", "overloaded_error",
-                                        "api_error"};
+                                        "api_error", "not_found_error"};
     json_t *j;
     int status;
     if (r->api == ZL_API_ANTHROPIC) {
@@ -94,7 +90,68 @@ enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, cons
                       param && *param ? json_string(param) : json_null(), "code",
                       c_oai[kind] ? json_string(c_oai[kind]) : json_null());
     }
+    *status_out = status;
+    return j;
+}
+
+enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int status;
+    json_t *j = error_json(r, kind, param, msg, &status);
     return zl_reply_json(r, status, j, NULL);
+}
+
+/* A body that passes the limit while it is being read (chunked): MHD queues
+ * responses only before the body or after all of it, so the 413 is written
+ * to the socket here and the connection is then closed (MHD_NO).  What the
+ * client still sends is drained for a short, bounded while first, so the
+ * close does not reset the connection before the client read the reply. */
+static enum MHD_Result reply_too_large_mid_body(zl_req *r) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes", r->srv->o.max_body);
+    int status;
+    json_t *j = error_json(r, ZL_E_TOO_LARGE, NULL, msg, &status);
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    r->status = status;
+    if (r->fd < 0 || !body) { free(body); return MHD_NO; }
+    char head[256];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 %d Content Too Large\r\nServer: zerolayer/" ZEROLAYER_VERSION
+                      "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                      status, strlen(body));
+    zl_buf out = {0};
+    zl_buf_put(&out, head, (size_t)hn);
+    zl_buf_puts(&out, body);
+    free(body);
+    for (size_t off = 0; !out.oom && off < out.n;) {
+        ssize_t w = send(r->fd, out.p + off, out.n - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) {
+            struct pollfd p = {r->fd, POLLOUT, 0};
+            if (poll(&p, 1, 1000) <= 0) break;
+            continue;
+        }
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    zl_buf_free(&out);
+    shutdown(r->fd, SHUT_WR);
+    char sink[16384];
+    size_t drained = 0;
+    double t0 = zl_now_ms();
+    while (drained < ((size_t)1 << 20) && zl_now_ms() - t0 < 500) {
+        struct pollfd p = {r->fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t n = recv(r->fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
+        if (n > 0) drained += (size_t)n;
+    }
+    return MHD_NO;
 }
 
 int zl_conn_alive(int fd) {
@@ -126,11 +183,21 @@ void zl_sse_event(zl_sse *s, const char *event, json_t *data) {
     free(d);
 }
 
+/* Restart the connection's idle clock (MHD restarts it when the timeout goes
+ * from 0 to a value): called when the handler is done and whenever a stream
+ * has produced bytes, so time spent waiting for the engine never counts as
+ * idle, while a client that stops reading still is. */
+static void idle_clock_restart(struct MHD_Connection *conn, unsigned idle_s) {
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, idle_s);
+}
+
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     zl_sse *s = cls;
     (void)pos;
     for (;;) {
         if (s->pos < s->out.n) {
+            idle_clock_restart(s->conn, s->idle_s);
             size_t n = s->out.n - s->pos;
             if (n > max) n = max;
             memcpy(buf, s->out.p + s->pos, n);
@@ -160,16 +227,23 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void sse_free(void *cls) {
     zl_sse *s = cls;
     if (s->destroy) s->destroy(s);
+    zl_models_release(s->model_slot);
     zl_buf_free(&s->out);
     free(s);
 }
 
 enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s) {
     s->fd = r->fd;
+    s->conn = r->conn;
+    s->idle_s = r->srv->idle_timeout_s;
     s->diag_full = r->diag_full;
     if (r->sess_id[0]) {
         s->sess_store = r->srv->sessions;
         snprintf(s->sess_id, sizeof s->sess_id, "%s", r->sess_id);
+    }
+    if (r->model_slot) { /* the stream holds the model until its last byte */
+        s->model_slot = r->model_slot;
+        r->model_slot = NULL;
     }
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, s, sse_free);
     if (!resp) { sse_free(s); return MHD_NO; }
@@ -207,12 +281,12 @@ uint64_t zl_rand_seed(void) {
 json_t *zl_timings_json(const zl_gen_timing *t) {
     double pps = t->prefill_ms > 0 ? t->prompt_tokens * 1e3 / t->prefill_ms : 0;
     double tps = t->decode_ms > 0 && t->generated_tokens > 1 ? (t->generated_tokens - 1) * 1e3 / t->decode_ms : 0;
-    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:f}", "queue_ms", t->queue_ms, "prefill_ms",
-                          t->prefill_ms, "decode_ms", t->decode_ms, "kv_ms", t->kv_ms, "sample_ms", t->sample_ms,
-                          "prompt_tokens", t->prompt_tokens, "generated_tokens", t->generated_tokens, "cached_tokens",
-                          t->cached_tokens, "prompt_tokens_per_second", pps, "tokens_per_second", tps);
+    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:f}", "prep_ms", t->prep_ms,
+                          "queue_ms", t->queue_ms, "prefill_ms", t->prefill_ms, "decode_ms", t->decode_ms, "kv_ms",
+                          t->kv_ms, "sample_ms", t->sample_ms, "prompt_tokens", t->prompt_tokens, "generated_tokens",
+                          t->generated_tokens, "cached_tokens", t->cached_tokens, "prompt_tokens_per_second", pps,
+                          "tokens_per_second", tps);
     if (!j) return j;
-    static const char *const pol[] = {"full", "window", "anchor"};
     json_object_set_new(j, "ring", json_boolean(t->ring_on));
     if (t->ring_on) {
         json_object_set_new(j, "ring_steps", json_integer((json_int_t)t->ring_steps));
@@ -221,7 +295,7 @@ json_t *zl_timings_json(const zl_gen_timing *t) {
         json_object_set_new(j, "ring_acceptance",
                             json_real(t->ring_drafted ? (double)t->ring_accepted / (double)t->ring_drafted : 0.0));
     }
-    json_object_set_new(j, "kv_policy", json_string(pol[t->kv_policy >= 0 && t->kv_policy <= 2 ? t->kv_policy : 0]));
+    json_object_set_new(j, "kv_policy", json_string(zl_kv_policy_name(t->kv_policy)));
     if (t->kv_policy) {
         json_object_set_new(j, "kv_budget", json_integer(t->kv_budget));
         json_object_set_new(j, "kv_evicted_tokens", json_integer((json_int_t)t->kv_evicted));
@@ -233,8 +307,8 @@ json_t *zl_timings_json(const zl_gen_timing *t) {
 }
 
 void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap) {
-    snprintf(buf, cap, "queue;dur=%.3f, prefill;dur=%.3f, decode;dur=%.3f, kv;dur=%.3f, sample;dur=%.3f",
-             t->queue_ms, t->prefill_ms, t->decode_ms, t->kv_ms, t->sample_ms);
+    snprintf(buf, cap, "prep;dur=%.3f, queue;dur=%.3f, prefill;dur=%.3f, decode;dur=%.3f, kv;dur=%.3f, sample;dur=%.3f",
+             t->prep_ms, t->queue_ms, t->prefill_ms, t->decode_ms, t->kv_ms, t->sample_ms);
 }
 
 int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, const char *param) {
@@ -254,11 +328,16 @@ int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, con
     return 0;
 }
 
+enum MHD_Result zl_reply_tpl_error(zl_req *r, const zl_err *err) {
+    if (err->code == ZL_ENOMEM) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    return zl_reply_error(r, ZL_E_INVALID, "messages", "messages: chat template: %s", err->msg);
+}
+
 int zl_chat_tokens(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids) {
-    char *text = zl_tpl_render(r->srv->tpl, msgs, n);
-    if (!text) { zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
     zl_err err = {0};
-    int rc = zl_llm_tokenize(r->srv->llm, text, strlen(text), 1, r->srv->tpl != ZL_TPL_PLAIN, ids, n_ids, &err);
+    char *text = zl_chat_fmt_render(&r->srv->tpl, msgs, n, &err);
+    if (!text) { zl_reply_tpl_error(r, &err); return -1; }
+    int rc = zl_llm_tokenize(r->srv->llm, text, strlen(text), 1, zl_chat_fmt_parse_special(&r->srv->tpl), ids, n_ids, &err);
     free(text);
     if (rc) { zl_reply_error(r, ZL_E_INVALID, "messages", "messages: %s", err.msg); return -1; }
     return 0;
@@ -279,14 +358,6 @@ static int ctl_int(const char *v, long lo, long hi, long *out) {
     long x = strtol(v, &end, 10);
     if (end == v || *end || errno || x < lo || x > hi) return -1;
     *out = x;
-    return 0;
-}
-
-static int ctl_policy(const char *v, zl_kv_policy_kind *k) {
-    if (!strcmp(v, "full")) *k = ZL_KV_POLICY_FULL;
-    else if (!strcmp(v, "window")) *k = ZL_KV_POLICY_WINDOW;
-    else if (!strcmp(v, "anchor")) *k = ZL_KV_POLICY_ANCHOR;
-    else return -1;
     return 0;
 }
 
@@ -354,9 +425,9 @@ int zl_ctl_parse(zl_req *r, json_t *b, zl_verr *e) {
         if (h) c.ring = (int)x;
         const char *pol = NULL;
         if (zl_jv_str(z, "kv_policy", "zerolayer", 0, &pol, e) < 0) return -1;
-        if (pol && ctl_policy(pol, &c.kv_policy))
-            return zl_verr_set(e, "zerolayer.kv_policy", "zerolayer.kv_policy: expected full, window or anchor, got '%.64s'",
-                               pol);
+        if (pol && zl_kv_policy_from_name(pol, &c.kv_policy))
+            return zl_verr_set(e, "zerolayer.kv_policy", "zerolayer.kv_policy: expected %s, got '%.64s'",
+                               zl_kv_policy_names(), pol);
         v = json_object_get(z, "kv_budget");
         if (v && !json_is_null(v)) {
             char tmp[64];
@@ -407,9 +478,9 @@ int zl_ctl_parse(zl_req *r, json_t *b, zl_verr *e) {
             return zl_verr_set(e, "X-Zerolayer-Ring", "X-Zerolayer-Ring: expected an integer 1..16, got '%.64s'", h);
         c.ring = (int)x;
     }
-    if ((h = HDR("X-Zerolayer-KV-Policy")) && ctl_policy(h, &c.kv_policy))
-        return zl_verr_set(e, "X-Zerolayer-KV-Policy", "X-Zerolayer-KV-Policy: expected full, window or anchor, got '%.64s'",
-                           h);
+    if ((h = HDR("X-Zerolayer-KV-Policy")) && zl_kv_policy_from_name(h, &c.kv_policy))
+        return zl_verr_set(e, "X-Zerolayer-KV-Policy", "X-Zerolayer-KV-Policy: expected %s, got '%.64s'",
+                           zl_kv_policy_names(), h);
     if ((h = HDR("X-Zerolayer-KV-Budget"))) {
         if (ctl_budget(h, &c))
             return zl_verr_set(e, "X-Zerolayer-KV-Budget",
@@ -424,7 +495,7 @@ int zl_ctl_parse(zl_req *r, json_t *b, zl_verr *e) {
             return zl_verr_set(e, budget_src,
                                "%s: a KV budget of %d tokens (of the %d-token context) is below the %d tokens the %s policy needs",
                                budget_src, bud, n_ctx, ZL_KV_BUDGET_MIN,
-                               c.kv_policy == ZL_KV_POLICY_WINDOW ? "window" : "anchor");
+                               zl_kv_policy_name(c.kv_policy));
         rc->bounded = 1;
     }
     rc->ctl = c;
@@ -490,9 +561,10 @@ int zl_ctl_tokenize(zl_req *r, const char *text, int parse_special, const char *
 int zl_chat_tokens_ctl(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, uint8_t **mask, size_t *n_ids) {
     *mask = NULL;
     if (!r->ctl.bounded) return zl_chat_tokens(r, msgs, n, ids, n_ids);
-    char *text = zl_tpl_render(r->srv->tpl, msgs, n);
-    if (!text) { zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
-    int rc = zl_ctl_tokenize(r, text, r->srv->tpl != ZL_TPL_PLAIN, "messages", ids, mask, n_ids);
+    zl_err err = {0};
+    char *text = zl_chat_fmt_render(&r->srv->tpl, msgs, n, &err);
+    if (!text) { zl_reply_tpl_error(r, &err); return -1; }
+    int rc = zl_ctl_tokenize(r, text, zl_chat_fmt_parse_special(&r->srv->tpl), "messages", ids, mask, n_ids);
     free(text);
     return rc;
 }
@@ -538,7 +610,8 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
         {"/health", 0}, {"/v1/health", 0}, {"/metrics", 0}, {"/v1/models", 0}, {"/models", 0},
         {"/tokenize", 1}, {"/detokenize", 1}, {"/v1/preheat", 1}, {"/v1/chat/completions", 1},
         {"/chat/completions", 1}, {"/v1/completions", 1}, {"/completions", 1}, {"/v1/messages", 1},
-        {"/v1/messages/count_tokens", 1}, {"/v1/messages/batches", -1},
+        {"/v1/messages/count_tokens", 1}, {"/v1/messages/batches", -1}, {"/props", 0}, {"/v1/embeddings", 1},
+        {"/embeddings", 1},
     };
     if (!strncmp(u, "/v1/sessions", 12) && (!u[12] || u[12] == '/')) {
         r->route = "/v1/sessions";
@@ -583,6 +656,7 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
     if (!want_post) {
         if (!strcmp(u, "/metrics")) return zl_api_metrics(r);
         if (!strcmp(u, "/v1/models") || !strcmp(u, "/models")) return zl_api_models(r);
+        if (!strcmp(u, "/props")) return zl_api_props(r);
         return zl_api_health(r);
     }
     if (!strcmp(u, "/v1/preheat")) return zl_api_preheat(r);
@@ -594,15 +668,53 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
     json_t *body = zl_json_parse_body(r->body.p, r->body.n, &ve);
     if (!body) return zl_reply_error(r, ZL_E_INVALID, ve.param, "%s", ve.msg);
     enum MHD_Result ret;
+    if (strcmp(u, "/v1/messages/batches") && zl_models_select(r, body, &ret)) { /* batches run on the first model */
+        json_decref(body);
+        return ret;
+    }
     if (!strcmp(u, "/tokenize")) ret = zl_api_tokenize(r, body);
     else if (!strcmp(u, "/detokenize")) ret = zl_api_detokenize(r, body);
     else if (strstr(u, "chat/completions")) ret = zl_api_chat(r, body);
     else if (strstr(u, "completions")) ret = zl_api_completions(r, body);
     else if (!strcmp(u, "/v1/messages")) ret = zl_api_messages(r, body);
     else if (!strcmp(u, "/v1/messages/count_tokens")) ret = zl_api_count_tokens(r, body);
+    else if (strstr(u, "embeddings")) ret = zl_api_embeddings(r, body);
     else ret = zl_api_batches_create(r, body);
     json_decref(body);
     return ret;
+}
+
+/* Percent-decoding of the URL (MHD_OPTION_UNESCAPE_CALLBACK) that leaves
+ * "%00" as it is: a decoded NUL would cut the route ("/health%00.json" would
+ * be "/health"), so such a URL matches no route. */
+static int hexv(int c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }
+
+static size_t url_unescape(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls;
+    (void)conn;
+    char *w = s;
+    for (const char *p = s; *p; p++) {
+        int hi = *p == '%' ? hexv((unsigned char)p[1]) : -1, lo = hi >= 0 ? hexv((unsigned char)p[2]) : -1;
+        if (lo >= 0 && (hi | lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - s);
+}
+
+typedef struct { int n; const char *first; int differ; } cl_scan;
+
+static enum MHD_Result cl_count(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    cl_scan *c = cls;
+    (void)kind;
+    if (!key || strcasecmp(key, "Content-Length")) return MHD_YES;
+    if (!c->n++) c->first = value;
+    else if (!value || !c->first || strcmp(value, c->first)) c->differ = 1;
+    return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -620,17 +732,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->fd = -1;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) r->fd = ci->connect_fd;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) r->too_large = 1;
         *con_cls = r;
+        /* The headers are in, the body is not: an announced body over the
+         * limit is answered now (401/404 first where they apply, else 413),
+         * so it is never read, and no `100 Continue` goes out for it (MHD
+         * sends one only while no response is queued). */
+        cl_scan cs = {0, NULL, 0};
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, cl_count, &cs);
+        if (cs.differ) { /* which one frames the body is ambiguous (request smuggling) */
+            r->url = url;
+            if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+            return zl_reply_error(r, ZL_E_INVALID, NULL, "conflicting Content-Length headers");
+        }
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) {
+            r->too_large = 1;
+            r->url = url;
+            return dispatch(r, method);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!r->too_large && r->body.n + *upload_size > srv->o.max_body) {
+        if (r->body.n + *upload_size > srv->o.max_body) {
+            /* a chunked body that passes the limit: stop reading and answer */
             r->too_large = 1;
             zl_buf_free(&r->body);
+            if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+            return reply_too_large_mid_body(r);
         }
-        if (!r->too_large) zl_buf_put(&r->body, upload, *upload_size);
+        zl_buf_put(&r->body, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -642,8 +772,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         long v;
         r->stream_buffer = ctl_int(sb, 0, 1 << 20, &v) ? -1 : (int)v; /* -1: rejected by dispatch */
     }
-    if (r->body.oom) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-    return dispatch(r, method);
+    /* the request is in: while the handler works (a long generation) the
+     * connection is busy, not idle; the clock starts again when the reply is
+     * queued, and a stream restarts it whenever it has bytes (sse_read) */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    enum MHD_Result ret = r->body.oom ? zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory") : dispatch(r, method);
+    idle_clock_restart(conn, srv->idle_timeout_s);
+    return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -651,6 +786,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     zl_req *r = *con_cls;
     if (!r) return;
+    zl_models_release(r->model_slot);
     int status = r->status;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499; /* client closed */
     if (status) zl_metrics_request(r->route, status, (zl_now_ms() - r->t_start) / 1e3);
@@ -677,16 +813,9 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     const char *base = strrchr(o->model_path, '/');
     base = base ? base + 1 : o->model_path;
     snprintf(srv->model_id, sizeof srv->model_id, "%s", o->model_id ? o->model_id : base);
-    char *jinja = zl_tpl_read_gguf(o->model_path);
-    int known = 1;
-    srv->tpl = zl_tpl_detect(jinja, &known);
-    if (!known) fprintf(stderr, "zerolayer: unrecognised chat template in the model; using the plain rendering\n");
-    free(jinja);
-    if (o->chat_template) {
-        int t = zl_tpl_from_name(o->chat_template);
-        if (t < 0) { free(srv); return zl_errf(err, ZL_EINVAL, "--chat-template: unknown template '%s'", o->chat_template); }
-        srv->tpl = (zl_tpl)t;
-    }
+    int trc = zl_chat_fmt_setup(&srv->tpl, llm, o->model_path, o->chat_template, o->chat_template_file, err);
+    if (trc) { free(srv); return trc; }
+    if ((trc = zl_models_setup(srv, err))) { zl_chat_fmt_free(&srv->tpl); free(srv); return trc; }
     /* every thread started from here on inherits the blocked signals; only
      * the sigwait below sees SIGINT/SIGTERM */
     sigset_t sigs;
@@ -696,12 +825,12 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     int rc = zl_sessions_setup(srv, err);
-    if (rc) { free(srv); return rc; }
+    if (rc) { zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
     zl_sched_opts so = o->sched;
     so.on_step = on_step;
     so.on_step_ud = srv;
     rc = zl_sched_new(&srv->sched, llm, &so, err);
-    if (rc) { zl_sessions_free(srv->sessions); free(srv); return rc; }
+    if (rc) { zl_sessions_free(srv->sessions); zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
 
     struct sockaddr_in6 a6 = {0};
     struct sockaddr_in a4 = {0};
@@ -720,22 +849,35 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     } else {
         zl_sched_free(srv->sched);
         zl_sessions_free(srv->sessions);
+        zl_chat_fmt_free(&srv->tpl);
         free(srv);
         return zl_errf(err, ZL_EINVAL, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
     }
+    /* One address may hold conns_per_ip connections of the max_conns in all,
+     * so a client opening many (a slowloris) cannot lock others out; a
+     * connection that sends nothing for idle_timeout seconds (partial
+     * headers, a stalled body, an idle keep-alive, a reply the client stops
+     * reading) is closed.  Waiting for the engine is not idle: the clock is
+     * off while the handler runs and restarts whenever a stream has bytes. */
+    unsigned max_conns = o->max_conns > 0 ? (unsigned)o->max_conns : 1024;
+    unsigned per_ip = o->conns_per_ip > 0 ? (unsigned)o->conns_per_ip : 64;
+    unsigned idle = o->idle_timeout_s > 0 ? (unsigned)o->idle_timeout_s : 30;
+    srv->idle_timeout_s = idle;
     srv->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, sa,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-                              (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+                              MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+                              MHD_OPTION_UNESCAPE_CALLBACK, url_unescape, NULL, MHD_OPTION_END);
     if (!srv->d) {
         zl_sched_free(srv->sched);
         zl_sessions_free(srv->sessions);
+        zl_chat_fmt_free(&srv->tpl);
         free(srv);
         return zl_errf(err, ZL_EIO, "cannot listen on %s:%d: %s", o->host, o->port, strerror(errno));
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
     int port = di ? di->port : o->port;
     fprintf(stderr, "zerolayer: %s\n", zl_llm_desc(llm));
-    fprintf(stderr, "zerolayer: chat template %s; %d slots x %d context; %d threads\n", zl_tpl_name(srv->tpl),
+    fprintf(stderr, "zerolayer: chat template %s; %d slots x %d context; %d threads\n", srv->tpl.name,
             so.n_parallel, zl_sched_n_ctx(srv->sched), zl_llm_n_threads(llm));
     fprintf(stderr, "zerolayer: listening on http://%s:%d\n", srv->o.host, port);
     fflush(stderr);
@@ -747,8 +889,10 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     zl_sched_stop(srv->sched); /* cancels running jobs, so their streams end */
     zl_batches_free(srv->batches);
     MHD_stop_daemon(srv->d);
+    zl_models_free(srv);
     zl_sched_free(srv->sched);
     zl_sessions_free(srv->sessions);
+    zl_chat_fmt_free(&srv->tpl);
     free(srv);
     return 0;
 }

@@ -15,12 +15,14 @@
 #include "server.h"
 
 struct zl_batches;
+typedef struct zl_models zl_models;
+struct zl_model_slot;
 
 typedef struct zl_srv {
     zl_llm *llm;
     zl_sched *sched;
     zl_server_opts o;
-    zl_tpl tpl;
+    zl_chat_fmt tpl; /* chat formatting (chat_template.h) */
     char model_id[256];
     long long started;
     struct MHD_Daemon *d;
@@ -28,6 +30,8 @@ typedef struct zl_srv {
     zl_sessions *sessions;        /* sessions + prefix cache (api_sessions.c) */
     unsigned char sess_secret[32]; /* HMAC key of session tokens */
     size_t sess_secret_len;
+    unsigned idle_timeout_s; /* MHD connection timeout between requests */
+    zl_models *models;             /* several models (models.c), or NULL: this one only */
 } zl_srv;
 
 typedef enum { ZL_API_OPENAI = 0, ZL_API_ANTHROPIC = 1 } zl_api;
@@ -40,6 +44,7 @@ typedef enum {
     ZL_E_TOO_LARGE,   /* 413 */
     ZL_E_BUSY,        /* 429 OpenAI / 529 Anthropic */
     ZL_E_INTERNAL,    /* 500 */
+    ZL_E_MODEL_NOT_FOUND, /* 404: OpenAI code model_not_found, Anthropic not_found_error */
 } zl_ekind;
 
 /* Per-request verification ring / KV slicing controls (zl_ctl_parse). */
@@ -67,6 +72,7 @@ typedef struct zl_req {
     int fd;
     char sess_id[80]; /* the session this request runs on ("" if none) */
     zl_req_ctl ctl;   /* ring / KV controls (zeroed until zl_ctl_parse) */
+    struct zl_model_slot *model_slot; /* the model this request holds (zl_models_select), or NULL */
 } zl_req;
 
 /* Replies: each queues the response and returns MHD's result. */
@@ -86,6 +92,8 @@ typedef struct zl_sse {
     size_t pos;
     int finished;
     int fd;
+    struct MHD_Connection *conn;
+    unsigned idle_s; /* the server's idle timeout, restarted whenever bytes are ready */
     int diag_full;
     char server_timing[256]; /* sent as a trailer when set before finishing */
     void (*produce)(struct zl_sse *s, int timeout_ms);
@@ -94,6 +102,7 @@ typedef struct zl_sse {
     struct MHD_Response *resp;
     zl_sessions *sess_store; /* with sess_id: end with `session_expired` when it goes away */
     char sess_id[80];
+    struct zl_model_slot *model_slot; /* the request's hold on its model, released when the stream is freed */
 } zl_sse;
 enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s /* owned from here */);
 void zl_sse_event(zl_sse *s, const char *event /* NULL: data only */, json_t *data /* stolen */);
@@ -132,6 +141,22 @@ int zl_chat_tokens_ctl(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids,
 enum MHD_Result zl_api_chat(zl_req *r, json_t *body);
 enum MHD_Result zl_api_completions(zl_req *r, json_t *body);
 enum MHD_Result zl_api_models(zl_req *r);
+/* What an OpenAI request that sets no sampling field gets (the seed is drawn per request). */
+zl_sampling zl_oai_sampling_defaults(void);
+/* GET /props (api_props.c), POST /v1/embeddings (api_embeddings.c). */
+enum MHD_Result zl_api_props(zl_req *r);
+enum MHD_Result zl_api_embeddings(zl_req *r, json_t *body);
+/* Several models (models.c).  setup: from o.models (nothing when there are
+ * none); select: switch r->srv to the model the body's `model` names,
+ * loading it if need be, and hold it (-1: replied 404 / 429 / 500 in *ret);
+ * release: drop a hold; list: GET /v1/models of every model. */
+int zl_models_setup(zl_srv *home, zl_err *err);
+int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret);
+void zl_models_release(struct zl_model_slot *s);
+json_t *zl_models_list(zl_srv *home, int anthropic);
+void zl_models_free(zl_srv *home);
+/* The embeddings' pooling: --pooling, else the model file's, else mean. */
+zl_pooling zl_srv_pooling(const zl_srv *s);
 enum MHD_Result zl_api_messages(zl_req *r, json_t *body);
 enum MHD_Result zl_api_count_tokens(zl_req *r, json_t *body);
 enum MHD_Result zl_api_batches_create(zl_req *r, json_t *body);
@@ -145,6 +170,16 @@ enum MHD_Result zl_api_metrics(zl_req *r);
 enum MHD_Result zl_api_tokenize(zl_req *r, json_t *body);
 enum MHD_Result zl_api_detokenize(zl_req *r, json_t *body);
 enum MHD_Result zl_api_preheat(zl_req *r);
+
+/* Tenants (api_sessions.c): what every stored object (sessions, cached
+ * prefixes, message batches) is owned by.  "key:<sha256 hex>" of the API key
+ * when keys are configured, else "user:<sha256 hex>" of the user id, else
+ * "anonymous": a fixed-size digest of the whole identity, never cut. */
+#define ZL_TENANT_CAP 72
+void zl_tenant_derive(const char *api_key /* NULL: no keys */, const char *user, char out[ZL_TENANT_CAP]);
+/* The tenant of a request; user: the body's user field (NULL: the
+ * X-Zerolayer-User header). */
+void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]);
 
 /* Sessions (api_sessions.c). */
 enum MHD_Result zl_api_sessions(zl_req *r, const char *method);
@@ -169,5 +204,7 @@ void zl_sess_close(zl_sess_req *c);
 /* Shared by OpenAI chat and Anthropic messages: render + tokenize a
  * conversation.  msgs/n from the adapter; returns 0 or replies 400/500. */
 int zl_chat_tokens(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids);
+/* A chat-template render failure as the reply: 400 with the template's message (500 for OOM). */
+enum MHD_Result zl_reply_tpl_error(zl_req *r, const zl_err *err);
 
 #endif

@@ -2,8 +2,8 @@
  *
  * Routes (see http.c for the table): OpenAI /v1/chat/completions,
  * /v1/completions, /v1/models; Anthropic /v1/messages, /v1/messages/count_tokens,
- * /v1/messages/batches[...]; /health, /metrics, /tokenize, /detokenize,
- * /v1/preheat.  libmicrohttpd runs one thread per connection; each request
+ * /v1/messages/batches[...]; /v1/embeddings; /health, /props, /metrics,
+ * /tokenize, /detokenize, /v1/preheat.  libmicrohttpd runs one thread per connection; each request
  * thread validates and tokenizes, submits jobs to the engine thread
  * (engine/sched.h) and formats what comes back. */
 #ifndef ZL_SERVER_H
@@ -22,7 +22,15 @@ typedef struct zl_server_opts {
     int n_api_keys;
     size_t max_body;       /* bytes; larger bodies get 413 */
     const char *chat_template; /* NULL: from the model */
+    const char *chat_template_file; /* Jinja source to use instead of the model's */
+    const char *pooling;   /* /v1/embeddings: mean|cls|last; NULL: the model's <arch>.pooling_type, else mean */
     zl_sched_opts sched;
+    /* more models (models.c): paths, ids (NULL: the file name without .gguf), loaded on first use, at most
+     * models_max at once counting the first (0: all); llm_opts open them */
+    const char **models;
+    const char **model_aliases;
+    int n_models, models_max;
+    zl_llm_opts llm_opts;
     /* sessions and prefix cache (0: defaults) */
     double session_ttl_s;         /* 120 */
     double prefill_idle_s;        /* 3 */
@@ -30,6 +38,14 @@ typedef struct zl_server_opts {
     size_t session_kv_budget;     /* bytes, 1 GiB */
     long long prefix_cache_bytes; /* 256 MiB; < 0: off */
     const char *session_secret_file; /* NULL: random per start */
+    /* message batches (0: defaults) */
+    double batch_retention_s; /* an ended batch is dropped after this (3600) */
+    int batches_per_tenant;   /* 64 */
+    /* connections (0: defaults) */
+    int max_conns;          /* all connections at once (1024) */
+    int conns_per_ip;       /* connections from one address (64) */
+    int idle_timeout_s;     /* a connection that sends nothing this long is closed (30); a request
+                               being answered (a stream, a long generation) is not idle */
 } zl_server_opts;
 
 /* Serve until SIGINT/SIGTERM.  Returns 0 or an error code with *err. */

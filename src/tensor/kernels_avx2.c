@@ -443,7 +443,124 @@ zl_dot4_fn zl_dot4_fn_avx2(zl_type t) {
     }
 }
 
+/* ---- prepared activations for Q4_1 / Q5_0 / Q5_1 -------------------------
+ * Each partner block with its scale (and Q8_1's s) already a float, and for
+ * Q5_0 the -16 * x offset of each 4-quant lane as int32 (added after madd):
+ * per token and block only the quant products and one multiply-add remain.
+ * The one-token kernel is the T = 1 instance of the T-token body. */
+typedef struct { int8_t qs[32]; float d, s; } q81p_block;
+typedef struct { int8_t qs[32]; int32_t off[8]; float d; } q80p_block;
+_Static_assert(sizeof(q81p_block) == 40 && sizeof(q80p_block) == 68, "prepared block sizes");
+
+static size_t q81p_size(int64_t n) { return (size_t)(n / ZL_QK) * sizeof(q81p_block); }
+static size_t q80p_size(int64_t n) { return (size_t)(n / ZL_QK) * sizeof(q80p_block); }
+
+static void q81p_prep(const void *xq, void *xp, int64_t n) {
+    const zl_block_q8_1 *b = xq;
+    q81p_block *p = xp;
+    for (int64_t i = 0; i < n / ZL_QK; i++) {
+        memcpy(p[i].qs, b[i].qs, 32);
+        p[i].d = h2f(b[i].d);
+        p[i].s = h2f(b[i].s);
+    }
+}
+
+static void q80p_prep(const void *xq, void *xp, int64_t n) {
+    const zl_block_q8_0 *b = xq;
+    q80p_block *p = xp;
+    for (int64_t i = 0; i < n / ZL_QK; i++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)b[i].qs);
+        _mm256_storeu_si256((__m256i *)p[i].qs, v);
+        __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(16), v), _mm256_set1_epi16(1));
+        _mm256_storeu_si256((__m256i *)p[i].off, _mm256_sub_epi32(_mm256_setzero_si256(), s));
+        p[i].d = h2f(b[i].d);
+    }
+}
+
+ZL_INLINE void dotT_q45_prep(const void *w, const void *xp, size_t xs, int64_t n, float *out, const int f,
+                             const int T) {
+    const int64_t nb = n / ZL_QK;
+    const uint8_t *xr[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) xr[t] = (const uint8_t *)xp + (size_t)t * xs;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[8];
+    float summ[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        acc[t] = _mm256_setzero_ps();
+        summ[t] = 0;
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i u;
+        __m256 dw;
+        float mw = 0;
+        if (f == 0) {
+            const zl_block_q4_1 *a = (const zl_block_q4_1 *)w + i;
+            u = nibbles32(a->qs);
+            dw = _mm256_set1_ps(h2f(a->d));
+            mw = h2f(a->m);
+        } else if (f == 1) {
+            const zl_block_q5_0 *a = (const zl_block_q5_0 *)w + i;
+            u = _mm256_or_si256(nibbles32(a->qs), q5_high_bits(a->qh));
+            dw = _mm256_set1_ps(h2f(a->d));
+        } else {
+            const zl_block_q5_1 *a = (const zl_block_q5_1 *)w + i;
+            u = _mm256_or_si256(nibbles32(a->qs), q5_high_bits(a->qh));
+            dw = _mm256_set1_ps(h2f(a->d));
+            mw = h2f(a->m);
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            if (f == 1) {
+                const q80p_block *b = (const q80p_block *)xr[t] + i;
+                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)b->qs)), ones);
+                p = _mm256_add_epi32(p, _mm256_loadu_si256((const __m256i *)b->off));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, _mm256_broadcast_ss(&b->d)), acc[t]);
+            } else {
+                const q81p_block *b = (const q81p_block *)xr[t] + i;
+                acc[t] = _mm256_fmadd_ps(udot32(u, b->qs), _mm256_mul_ps(dw, _mm256_broadcast_ss(&b->d)), acc[t]);
+                summ[t] += mw * b->s;
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) out[t] = f == 1 ? hsum_ps(acc[t]) : hsum_ps(acc[t]) + summ[t];
+}
+
+#define ZL_Q45P_SET(name, f)                                                                                  \
+    static float name(const void *w, const void *x, int64_t n) {                                              \
+        float o[1];                                                                                           \
+        dotT_q45_prep(w, x, 0, n, o, f, 1);                                                                   \
+        return o[0];                                                                                          \
+    }                                                                                                         \
+    static void name##_t2(const void *w, const void *x, size_t xs, int64_t n, float *out) { dotT_q45_prep(w, x, xs, n, out, f, 2); } \
+    static void name##_t3(const void *w, const void *x, size_t xs, int64_t n, float *out) { dotT_q45_prep(w, x, xs, n, out, f, 3); } \
+    static void name##_t4(const void *w, const void *x, size_t xs, int64_t n, float *out) { dotT_q45_prep(w, x, xs, n, out, f, 4); } \
+    static void name##_t5(const void *w, const void *x, size_t xs, int64_t n, float *out) { dotT_q45_prep(w, x, xs, n, out, f, 5); } \
+    static void name##_t6(const void *w, const void *x, size_t xs, int64_t n, float *out) { dotT_q45_prep(w, x, xs, n, out, f, 6); } \
+    static void name##_t7(const void *w, const void *x, size_t xs, int64_t n, float *out) { dotT_q45_prep(w, x, xs, n, out, f, 7); } \
+    static void name##_t8(const void *w, const void *x, size_t xs, int64_t n, float *out) { dotT_q45_prep(w, x, xs, n, out, f, 8); }
+ZL_Q45P_SET(dot_q4_1_prep, 0)
+ZL_Q45P_SET(dot_q5_0_prep, 1)
+ZL_Q45P_SET(dot_q5_1_prep, 2)
+#undef ZL_Q45P_SET
+
 int zl_prep_kernel_avx2(zl_type t, zl_prep_kernel *out) {
+#define ZL_SET_T(out, base)                                                                    \
+    do {                                                                                       \
+        (out)->dot = base;                                                                     \
+        (out)->dot2 = base##_t2, (out)->dot3 = base##_t3, (out)->dot4 = base##_t4;             \
+        (out)->dot5 = base##_t5, (out)->dot6 = base##_t6, (out)->dot7 = base##_t7;             \
+        (out)->dot8 = base##_t8;                                                               \
+    } while (0)
+    switch (t) {
+    case ZL_TYPE_Q4_1: out->size = q81p_size, out->prep = q81p_prep; ZL_SET_T(out, dot_q4_1_prep); return 1;
+    case ZL_TYPE_Q5_1: out->size = q81p_size, out->prep = q81p_prep; ZL_SET_T(out, dot_q5_1_prep); return 1;
+    case ZL_TYPE_Q5_0: out->size = q80p_size, out->prep = q80p_prep; ZL_SET_T(out, dot_q5_0_prep); return 1;
+    default: break;
+    }
+#undef ZL_SET_T
     if (t != ZL_TYPE_Q4_0 && t != ZL_TYPE_Q8_0) return 0;
     out->size = q8p2_size;
     out->prep = q8p2_prep;

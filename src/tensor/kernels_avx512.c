@@ -17,9 +17,14 @@
  *    (low and high nibbles of two chunks); the 6-bit sub-block scales are
  *    applied to 16-bit pair sums (vpdpwssd), the mins come from activation sums.
  *  - Q6_K: 64 elements per register, the -32 offset removed through bsums.
+ *  - Q4_1 / Q5_0 / Q5_1 (kernels_avx512_q45.inc): four blocks per step from
+ *    masked loads, the fifth bits as byte masks, the *_1 mins against the
+ *    activation's d * sum(x); with VBMI, sixteen blocks per step, one block
+ *    per int32 lane (kernels_avx512_q45l.inc).
  *  - Prepared activations (VNNI): zl_matmul rearranges each activation row
- *    once (q8p_group for the Q8_0 family, q8kp_block for Q4_K/Q5_K) so the
- *    per-row loop touches only weights.
+ *    once (q8p_group for the Q8_0 family, q8kp_block for Q4_K/Q5_K,
+ *    q45p_group / q45l_chunk for Q4_1/Q5_0/Q5_1) so the per-row loop touches
+ *    only weights.
  * Integer partial sums never leave int32 within a block or super-block (see
  * the bounds next to each kernel); the float accumulation order differs from
  * the reference only by rounding. */
@@ -105,8 +110,10 @@ static float dot_bf16(const void *w, const void *x, int64_t n) { return dot_half
 /* Four tokens: each 16 weights are widened once and meet four activation rows. */
 ZL_INLINE void dotT_float(const void *w, const void *x, size_t xs, int64_t n, float *out, const int kind, const int T) {
     const float *xr[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) xr[t] = (const float *)((const uint8_t *)x + (size_t)t * xs);
     __m512 acc[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -124,8 +131,10 @@ ZL_INLINE void dotT_float(const void *w, const void *x, size_t xs, int64_t n, fl
             __m256i h = _mm512_castsi512_si256(_mm512_maskz_loadu_epi16((__mmask32)m, (const uint16_t *)w + i));
             wv = kind == 1 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
         }
+        #pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, xr[t] + i), acc[t]);
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
@@ -296,6 +305,113 @@ static size_t q8p_size(int64_t n) {
     return (size_t)(nb / 4) * sizeof(q8p_group) + (size_t)(nb % 4) * sizeof(zl_block_q8_0);
 }
 
+/* ---- Q4_1 / Q5_0 / Q5_1: shared pieces of kernels_avx512_q45.inc ---------
+ * Four blocks per step, as for Q4_0: one pair of masked loads covers the 80,
+ * 88 or 96 bytes of four weight blocks, and permutes pull out of it the 64
+ * nibble bytes (block k in 128-bit lane k; low nibbles are elements 0..15,
+ * high nibbles 16..31), the f16 scales and mins replicated to each block's
+ * four int32 lanes, and the qh words, whose bits become byte masks that add
+ * the fifth bit.  A last group of 1..3 blocks takes the same path with
+ * shorter masks: the missing blocks read as zero bytes, so zero quants and
+ * zero scales, and add exact zeros.  Q5_0's -16 comes off as 16 * sum(x);
+ * the *_1 formats add m * s, s being the activation block's d * sum(x),
+ * carried in the block's first lane only. */
+enum { ZL_F_Q4_1, ZL_F_Q5_0, ZL_F_Q5_1 };
+
+ZL_INLINE int q45_bsize(const int f) { return f == ZL_F_Q4_1 ? 20 : f == ZL_F_Q5_0 ? 22 : 24; }
+
+/* loads of the first n bytes (none when n <= 0) */
+ZL_INLINE __mmask64 bytes_mask(int64_t n) {
+    return n >= 64 ? ~(__mmask64)0 : n <= 0 ? 0 : (((__mmask64)1 << n) - 1);
+}
+
+/* VBMI byte-permute indices from 16-bit word indices (word w -> bytes 2w, 2w+1) */
+ZL_INLINE __m512i idx_w2b(__m512i w) {
+    __m512i b = _mm512_slli_epi16(w, 1);
+    return _mm512_or_si512(b, _mm512_slli_epi16(_mm512_add_epi16(b, _mm512_set1_epi16(1)), 8));
+}
+
+#define ZL_QS8(b) (b), (b) + 1, (b) + 2, (b) + 3, (b) + 4, (b) + 5, (b) + 6, (b) + 7
+#define ZL_R4(v) (v), (v), (v), (v)
+/* Word tables over four weight blocks, per format: [0] the 16 qs bytes of
+ * each block; [1] words 0..15 the scale d of lane/4's block, then the mins
+ * (*_1) or, for Q5_0, words 16..19 the low and 20..23 the high qh halves;
+ * [2] Q5_1's qh halves. */
+static const uint16_t k_w_q45[3][3][32] = {
+    {{ZL_QS8(2), ZL_QS8(12), ZL_QS8(22), ZL_QS8(32)},
+     {ZL_R4(0), ZL_R4(10), ZL_R4(20), ZL_R4(30), ZL_R4(1), ZL_R4(11), ZL_R4(21), ZL_R4(31)},
+     {0}},
+    {{ZL_QS8(3), ZL_QS8(14), ZL_QS8(25), ZL_QS8(36)},
+     {ZL_R4(0), ZL_R4(11), ZL_R4(22), ZL_R4(33), 1, 12, 23, 34, 2, 13, 24, 35},
+     {0}},
+    {{ZL_QS8(4), ZL_QS8(16), ZL_QS8(28), ZL_QS8(40)},
+     {ZL_R4(0), ZL_R4(12), ZL_R4(24), ZL_R4(36), ZL_R4(1), ZL_R4(13), ZL_R4(25), ZL_R4(37)},
+     {2, 14, 26, 38, 3, 15, 27, 39}},
+};
+/* Four plain activation blocks, [0] Q8_0, [1] Q8_1: the first 16 quants of
+ * each block ([..][0]; the second 16 come from loads 16 bytes further on,
+ * where they sit as the first did), the scales (words 0..15) and Q8_1's s
+ * (words 16..31). */
+static const uint16_t k_w_x8[2][2][32] = {
+    {{ZL_QS8(1), ZL_QS8(18), ZL_QS8(35), ZL_QS8(52)}, {ZL_R4(0), ZL_R4(17), ZL_R4(34), ZL_R4(51)}},
+    {{ZL_QS8(2), ZL_QS8(20), ZL_QS8(38), ZL_QS8(56)},
+     {ZL_R4(0), ZL_R4(18), ZL_R4(36), ZL_R4(54), ZL_R4(1), ZL_R4(19), ZL_R4(37), ZL_R4(55)}},
+};
+#undef ZL_QS8
+#undef ZL_R4
+
+/* Four unpacked weight blocks: quants 0..31 (lo: elements 0..15 of each
+ * block, hi: 16..31), scales and mins per int32 lane. */
+typedef struct { __m512i lo, hi; __m512 d, m; } q45w;
+
+/* Prepared activation for Q4_1 / Q5_0 / Q5_1 (VNNI): four blocks as the
+ * quants of q8p_group, the scales per lane, and `extra`: for Q5_0 (Q8_0
+ * partner) int32 -16 * the lane's quant sum, for the *_1 formats (Q8_1
+ * partner) the float s of each block in its first lane, zero elsewhere.  A
+ * last partial group is zero-filled, so every group has the same shape. */
+typedef struct {
+    int8_t lo[64], hi[64];
+    float d[16];
+    uint32_t extra[16];
+} q45p_group;
+_Static_assert(sizeof(q45p_group) == 256, "q45p_group size");
+
+static size_t q45p_size(int64_t n) { return (size_t)((n / ZL_QK + 3) / 4) * sizeof(q45p_group); }
+
+/* one partner block's quants, scale and extra (see q45p_group) into group slot j */
+static void q45p_put(q45p_group *g, int j, const int8_t *qs, float d, int q8_1, float s) {
+    memcpy(g->lo + 16 * j, qs, 16);
+    memcpy(g->hi + 16 * j, qs + 16, 16);
+    for (int l = 0; l < 4; l++) {
+        g->d[4 * j + l] = d;
+        if (q8_1) {
+            float v = l == 0 ? s : 0.0f;
+            memcpy(&g->extra[4 * j + l], &v, 4);
+        } else {
+            int32_t sum = 0;
+            for (int e = 0; e < 4; e++) sum += qs[4 * l + e] + qs[16 + 4 * l + e];
+            int32_t v = -16 * sum;
+            memcpy(&g->extra[4 * j + l], &v, 4);
+        }
+    }
+}
+
+static void q45p_prep_q8_0(const void *xq, void *xp, int64_t n) {
+    const zl_block_q8_0 *b = xq;
+    const int64_t nb = n / ZL_QK;
+    q45p_group *g = xp;
+    memset(g, 0, q45p_size(n));
+    for (int64_t i = 0; i < nb; i++) q45p_put(g + i / 4, (int)(i % 4), b[i].qs, h2f(b[i].d), 0, 0.0f);
+}
+
+static void q45p_prep_q8_1(const void *xq, void *xp, int64_t n) {
+    const zl_block_q8_1 *b = xq;
+    const int64_t nb = n / ZL_QK;
+    q45p_group *g = xp;
+    memset(g, 0, q45p_size(n));
+    for (int64_t i = 0; i < nb; i++) q45p_put(g + i / 4, (int)(i % 4), b[i].qs, h2f(b[i].d), 1, h2f(b[i].s));
+}
+
 /* The kernels themselves, once per permute width: 16-bit permutes are
  * several uops each, VBMI's byte permutes one, which is most of the
  * difference on CPUs that have them.  The VBMI copy is compiled for that
@@ -305,7 +421,10 @@ static size_t q8p_size(int64_t n) {
 #define ZL_PERM1(i, a) _mm512_permutexvar_epi16(i, a)
 #define ZL_TAB(name) k_w_##name
 #define ZL_SFX(name) name##_w16
+#define ZL_IDXW(t) load_idx(t)
 #include "kernels_avx512_q8blk.inc"
+#include "kernels_avx512_q45.inc"
+#undef ZL_IDXW
 #undef ZL_PERM2
 #undef ZL_PERM1
 #undef ZL_TAB
@@ -321,7 +440,11 @@ static size_t q8p_size(int64_t n) {
 #define ZL_PERM1(i, a) _mm512_permutexvar_epi8(i, a)
 #define ZL_TAB(name) k_b_##name
 #define ZL_SFX(name) name##_b8
+#define ZL_IDXW(t) idx_w2b(load_idx(t))
 #include "kernels_avx512_q8blk.inc"
+#include "kernels_avx512_q45.inc"
+#include "kernels_avx512_q45l.inc"
+#undef ZL_IDXW
 #undef ZL_PERM2
 #undef ZL_PERM1
 #undef ZL_TAB
@@ -448,11 +571,13 @@ ZL_INLINE void dotT_q6_k(const void *w, const void *x, size_t xs, int64_t n, flo
     const zl_block_q6_k *a = w;
     const int64_t nb = n / ZL_QK_K;
     const zl_block_q8_k *b[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) b[t] = (const zl_block_q8_k *)((const uint8_t *)x + (size_t)t * xs);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
     const __m512i idx0 = load_idx(k_idx_q6[0]), idx1 = load_idx(k_idx_q6[1]);
     const __m512i idx2 = load_idx(k_idx_q6[2]), idx3 = load_idx(k_idx_q6[3]);
     __m512 acc[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
@@ -484,6 +609,7 @@ ZL_INLINE void dotT_q6_k(const void *w, const void *x, size_t xs, int64_t n, flo
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(bt->d * d), acc[t]);
         }
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 ZL_DOTT_SET(dott_q6_k_, dotT_q6_k, 0)
@@ -532,6 +658,12 @@ zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi) {
     case ZL_TYPE_Q4_0:
         if (vbmi) return vnni ? dot_q4_0_vnni_b8 : dot_q4_0_novnni_b8;
         return vnni ? dot_q4_0_vnni_w16 : dot_q4_0_novnni_w16;
+#define ZL_PICK_Q45(base) \
+    return vbmi ? (vnni ? base##_vnni_b8 : base##_novnni_b8) : (vnni ? base##_vnni_w16 : base##_novnni_w16)
+    case ZL_TYPE_Q4_1: ZL_PICK_Q45(dot_q4_1);
+    case ZL_TYPE_Q5_0: ZL_PICK_Q45(dot_q5_0);
+    case ZL_TYPE_Q5_1: ZL_PICK_Q45(dot_q5_1);
+#undef ZL_PICK_Q45
     case ZL_TYPE_Q4_K: return vnni ? dot_q4_k_vnni : dot_q4_k_novnni;
     case ZL_TYPE_Q5_K: return vnni ? dot_q5_k_vnni : dot_q5_k_novnni;
     case ZL_TYPE_Q6_K: return vnni ? dot_q6_k_vnni : dot_q6_k_novnni;
@@ -584,6 +716,45 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
             out->dot = vbmi ? dot_q5_k_prep_b8 : dot_q5_k_prep_w16;
             ZL_SET_T(out, dot_q5_k_prep_t, vbmi);
         }
+        return 1;
+    }
+    if (t == ZL_TYPE_Q4_1 || t == ZL_TYPE_Q5_0 || t == ZL_TYPE_Q5_1) {
+#define ZL_SET_Q45(out, base, sfx)                                                                   \
+    do {                                                                                             \
+        (out)->dot = base##_p1##sfx;                                                                 \
+        (out)->dot2 = base##_p2##sfx, (out)->dot3 = base##_p3##sfx, (out)->dot4 = base##_p4##sfx;    \
+        (out)->dot5 = base##_p5##sfx, (out)->dot6 = base##_p6##sfx, (out)->dot7 = base##_p7##sfx;    \
+        (out)->dot8 = base##_p8##sfx;                                                                \
+    } while (0)
+#define ZL_SET_Q45L(out, base)                                                                   \
+    do {                                                                                         \
+        (out)->dot = base##_l1;                                                                  \
+        (out)->dot2 = base##_l2, (out)->dot3 = base##_l3, (out)->dot4 = base##_l4;               \
+        (out)->dot5 = base##_l5, (out)->dot6 = base##_l6, (out)->dot7 = base##_l7;               \
+        (out)->dot8 = base##_l8;                                                                 \
+    } while (0)
+        if (vbmi) { /* one block per lane (kernels_avx512_q45l.inc) */
+            out->size = q45l_size;
+            out->prep = t == ZL_TYPE_Q5_0 ? q45l_prep_q8_0 : q45l_prep_q8_1;
+            if (t == ZL_TYPE_Q4_1) ZL_SET_Q45L(out, dot_q4_1);
+            else if (t == ZL_TYPE_Q5_0) ZL_SET_Q45L(out, dot_q5_0);
+            else ZL_SET_Q45L(out, dot_q5_1);
+            return 1;
+        }
+        out->size = q45p_size;
+        out->prep = t == ZL_TYPE_Q5_0 ? q45p_prep_q8_0 : q45p_prep_q8_1;
+        if (t == ZL_TYPE_Q4_1) {
+            if (vbmi) ZL_SET_Q45(out, dot_q4_1, _b8);
+            else ZL_SET_Q45(out, dot_q4_1, _w16);
+        } else if (t == ZL_TYPE_Q5_0) {
+            if (vbmi) ZL_SET_Q45(out, dot_q5_0, _b8);
+            else ZL_SET_Q45(out, dot_q5_0, _w16);
+        } else {
+            if (vbmi) ZL_SET_Q45(out, dot_q5_1, _b8);
+            else ZL_SET_Q45(out, dot_q5_1, _w16);
+        }
+#undef ZL_SET_Q45
+#undef ZL_SET_Q45L
         return 1;
     }
     if (t != ZL_TYPE_Q4_0 && t != ZL_TYPE_Q8_0) return 0;

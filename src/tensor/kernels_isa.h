@@ -30,7 +30,8 @@ zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi);
 /* Four-token kernels over plain partner rows (NULL where none). */
 zl_dot4_fn zl_dot4_fn_avx512(zl_type t);
 zl_dot4_fn zl_dot4_fn_avx2(zl_type t);
-/* T tokens at once over plain partner rows, T = 2, 3, 4 or 8 (NULL where none). */
+/* T tokens at once over plain partner rows, T = 2..8 (NULL where none); each
+ * token's result is bit-identical to the same level's one-token kernel. */
 zl_dot4_fn zl_dotT_fn_avx512(zl_type t, int T);
 
 /* A kernel over a "prepared" activation row: the dot partner rearranged

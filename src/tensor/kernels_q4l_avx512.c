@@ -92,10 +92,12 @@ ZL_INLINE void dotT(const void *w, const void *xp, size_t xstride, int64_t n, fl
     const zl_block_q4_0 *a = w;
     const int64_t nb = n / ZL_QK, nc = nb / 16;
     const q4l_chunk *x[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) x[t] = (const q4l_chunk *)((const uint8_t *)xp + (size_t)t * xstride);
     const __m512i m4 = _mm512_set1_epi8(0x0F), iqs = _mm512_loadu_si512(k_qs);
     const __m512i id01 = _mm512_loadu_si512(k_d01), id23 = _mm512_loadu_si512(k_d23);
     __m512 acc[8];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < nc; k++) {
         const uint8_t *p = (const uint8_t *)(a + 16 * k);
@@ -133,6 +135,7 @@ ZL_INLINE void dotT(const void *w, const void *xp, size_t xstride, int64_t n, fl
                                      _mm512_mul_ps(dw, _mm512_loadu_ps(c->d)), acc[t]);
         }
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
         out[t] = _mm512_reduce_add_ps(acc[t]);
         const zl_block_q8_0 *tb = (const zl_block_q8_0 *)(x[t] + nc);

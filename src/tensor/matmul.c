@@ -51,14 +51,8 @@ static void *work_reserve(zl_work *w, size_t bytes) {
     return p;
 }
 
-/* Highest level this CPU can actually execute (ignores the ZL_ISA cap). */
-static int isa_supported(int isa) {
-    const zl_cpu *c = zl_cpu_get();
-    int avx2 = c->avx2 && c->fma && c->f16c;
-    if (isa >= ZL_ISA_AVX512) return avx2 && c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq;
-    if (isa >= ZL_ISA_AVX2) return avx2;
-    return 1;
-}
+/* Whether this process may run level isa (the CPU's level, capped by ZL_ISA). */
+static int isa_supported(int isa) { return isa <= (int)zl_cpu_max_isa(); }
 
 static zl_dot_fn pick_dot(int isa, zl_type t) {
     zl_dot_fn f = NULL;

@@ -76,6 +76,7 @@ struct zl_vocab {
     uint64_t *poff;
 
     int32_t bos, eos, eot, eom, unk, pad, sep;
+    int32_t fim[ZL_FIM_N]; /* fill-in-the-middle roles (zl_fim_role), -1 when absent */
     bool add_bos, add_eos, add_space_prefix, ignore_merges;
 };
 

@@ -1,8 +1,10 @@
 /* ucd.h — the slice of the Unicode Character Database the tokenizers need.
  *
  * Every code point has one major general category (L, M, N, P, S, Z, C) and
- * may carry the White_Space property.  The data is generated from Python's
- * unicodedata by tools/gen_unicode_tables.py into ucd_tables.c; values above
+ * may carry the White_Space property.  The data is Unicode 15.1, the version
+ * of llama.cpp's tables (tokenization must agree with it on every code
+ * point), generated from the unicodedata2 package pinned to that version by
+ * tools/gen_unicode_tables.py into ucd_tables.c; values above
  * U+10FFFF report ZL_UCD_C (unassigned), like any unassigned code point. */
 #ifndef ZL_UCD_H
 #define ZL_UCD_H

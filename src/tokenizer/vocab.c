@@ -112,6 +112,7 @@ int32_t zl_vocab_eos(const zl_vocab *v) { return v->eos; }
 int32_t zl_vocab_eot(const zl_vocab *v) { return v->eot; }
 int32_t zl_vocab_unk(const zl_vocab *v) { return v->unk; }
 int32_t zl_vocab_pad(const zl_vocab *v) { return v->pad; }
+int32_t zl_vocab_fim(const zl_vocab *v, zl_fim_role role) { return role >= 0 && role < ZL_FIM_N ? v->fim[role] : -1; }
 int zl_vocab_adds_bos(const zl_vocab *v) { return v->add_bos; }
 int zl_vocab_adds_eos(const zl_vocab *v) { return v->add_eos; }
 int zl_vocab_adds_space_prefix(const zl_vocab *v) { return v->add_space_prefix; }
@@ -340,30 +341,91 @@ static void mark_eog(zl_vocab *v, int32_t id, bool by_text) {
     if (by_text) v->attr[id] |= ZL_ATTR_CONTROL;
 }
 
-/* End-of-generation and FIM tokens named by text (the converters do not
- * always mark them), after llama.cpp's lists. */
+static void force_control(zl_vocab *v, int32_t id) {
+    if (id >= 0) v->attr[id] |= ZL_ATTR_CONTROL;
+}
+
+static int32_t find_text(const zl_vocab *v, const char *text) { return zl_token_find(v, text, strlen(text)); }
+
+/* The fill-in-the-middle roles: each has an id key (and for prefix, suffix
+ * and middle a deprecated one, read after it so that it wins, as in
+ * llama.cpp); without a valid id the first token spelled like one of the
+ * role's texts takes it and is forced to control type.  Pad, repo and
+ * separator also end generation. */
+#define FIM_BEGIN "<\xef\xbd\x9c" "fim\xe2\x96\x81" /* <｜fim▁ (DeepSeek) */
+static int infer_fim(zl_vocab *v, const zl_gguf *g, zl_err *err) {
+    static const char *const pre[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", FIM_BEGIN "begin\xef\xbd\x9c>",
+                                      "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL};
+    static const char *const suf[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", FIM_BEGIN "hole\xef\xbd\x9c>",
+                                      "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL};
+    static const char *const mid[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", FIM_BEGIN "end\xef\xbd\x9c>",
+                                      "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL};
+    static const char *const pad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL};
+    static const char *const rep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL};
+    static const char *const sep[] = {"<|file_sep|>", NULL};
+    static const struct { const char *key, *old_key; const char *const *texts; bool eog; } roles[ZL_FIM_N] = {
+        [ZL_FIM_PRE] = {"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id", pre, false},
+        [ZL_FIM_SUF] = {"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id", suf, false},
+        [ZL_FIM_MID] = {"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id", mid, false},
+        [ZL_FIM_PAD] = {"tokenizer.ggml.fim_pad_token_id", NULL, pad, true},
+        [ZL_FIM_REP] = {"tokenizer.ggml.fim_rep_token_id", NULL, rep, true},
+        [ZL_FIM_SEP] = {"tokenizer.ggml.fim_sep_token_id", NULL, sep, true},
+    };
+    for (int r = 0; r < ZL_FIM_N; r++) {
+        int32_t id = -1;
+        int rc = opt_id(g, roles[r].key, &id, v->n_tokens, err);
+        if (!rc && roles[r].old_key) rc = opt_id(g, roles[r].old_key, &id, v->n_tokens, err);
+        if (rc) return rc;
+        if (id < 0 && (id = find_any(v, roles[r].texts)) >= 0) force_control(v, id);
+        v->fim[r] = id;
+        if (roles[r].eog && id >= 0) v->attr[id] |= ZL_ATTR_EOG;
+    }
+    return 0;
+}
+#undef FIM_BEGIN
+
+/* End-of-generation tokens named by text (the converters do not always mark
+ * them), after llama.cpp's lists, and its fix-ups of two tokenizer families
+ * whose usual end tokens are ordinary text there. */
 static void infer_eog(zl_vocab *v) {
     static const char *const eot[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                                       "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
                                       "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
                                       "<end_of_utterance>", NULL};
     static const char *const eom[] = {"<|eom_id|>", NULL};
-    static const char *const fim_pad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL};
-    static const char *const fim_rep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL};
-    static const char *const fim_sep[] = {"<|file_sep|>", NULL};
-    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                      "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-                                      "<end_of_utterance>", "<eos>",
-                                      "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", NULL};
+    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>",
+                                      "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
+                                      "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+                                      "<turn|>", "<|tool_response>",
+                                      "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                      "[e~[", NULL};
     if (v->eot < 0) mark_eog(v, v->eot = find_any(v, eot), true);
     if (v->eom < 0) mark_eog(v, v->eom = find_any(v, eom), true);
-    mark_eog(v, find_any(v, fim_pad), true);
-    mark_eog(v, find_any(v, fim_rep), true);
-    mark_eog(v, find_any(v, fim_sep), true);
-    for (const char *const *t = eog; *t; t++) mark_eog(v, zl_token_find(v, *t, strlen(*t)), true);
+    for (const char *const *t = eog; *t; t++) mark_eog(v, find_text(v, *t), true);
+    /* gpt-oss: channel markers are rendered, never hidden */
+    static const char *const shown[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", NULL};
+    for (const char *const *t = shown; *t; t++) {
+        int32_t id = find_text(v, *t);
+        if (id >= 0) v->attr[id] = ZL_ATTR_USER_DEFINED;
+    }
     mark_eog(v, v->eos, false);
     mark_eog(v, v->eot, false);
     mark_eog(v, v->eom, false);
+    /* o200k_harmony / solar-open: with <|return|> and <|call|> (or <|calls|>
+     * and <|flush|>) ending generation, <|end|> only separates messages */
+    bool is_eog[5] = {false};
+    static const char *const harmony[5] = {"<|return|>", "<|call|>", "<|calls|>", "<|flush|>", "<|end|>"};
+    int32_t ids[5];
+    for (int i = 0; i < 5; i++) {
+        ids[i] = find_text(v, harmony[i]);
+        is_eog[i] = ids[i] >= 0 && (v->attr[ids[i]] & ZL_ATTR_EOG);
+    }
+    bool call = is_eog[1] || is_eog[2];
+    if (is_eog[4] && call && (is_eog[0] || is_eog[3])) v->attr[ids[4]] = ZL_ATTR_USER_DEFINED;
+    /* gemma4 / plamo: </s> is an ordinary token where these end generation */
+    int32_t s = find_text(v, "</s>"), tr = find_text(v, "<|tool_response>"), pe = find_text(v, "<|plamo:eos|>");
+    bool marker = (tr >= 0 && (v->attr[tr] & ZL_ATTR_EOG)) || (pe >= 0 && (v->attr[pe] & ZL_ATTR_EOG));
+    if (marker && s >= 0 && (v->attr[s] & ZL_ATTR_EOG)) v->attr[s] = ZL_ATTR_NORMAL;
 }
 
 /* llama.cpp strips whitespace after Phi-3's special tokens (by model name). */
@@ -560,6 +622,7 @@ int zl_vocab_load(zl_vocab **out, const zl_gguf *g, zl_err *err) {
     if (!rc) rc = load_scores_and_types(v, g, err);
     if (!rc && v->kind == ZL_VOCAB_BPE) rc = load_merges(v, g, err);
     if (!rc) rc = load_special_ids(v, g, err);
+    if (!rc) rc = infer_fim(v, g, err);
     if (!rc) {
         infer_eog(v);
         rc = build_special(v, err);

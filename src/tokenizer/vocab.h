@@ -61,6 +61,11 @@ int32_t zl_vocab_eos(const zl_vocab *v);
 int32_t zl_vocab_eot(const zl_vocab *v);
 int32_t zl_vocab_unk(const zl_vocab *v);
 int32_t zl_vocab_pad(const zl_vocab *v);
+/* Fill-in-the-middle tokens: from tokenizer.ggml.fim_*_token_id, else found
+ * by their usual spellings (<|fim_prefix|>, <fim_prefix>, <PRE>, ...); a token
+ * found by its text is control type, as llama.cpp makes it.  -1 when absent. */
+typedef enum { ZL_FIM_PRE = 0, ZL_FIM_SUF, ZL_FIM_MID, ZL_FIM_PAD, ZL_FIM_REP, ZL_FIM_SEP, ZL_FIM_N } zl_fim_role;
+int32_t zl_vocab_fim(const zl_vocab *v, zl_fim_role role);
 /* Whether tokenizing with add_bos=1 prepends BOS / appends EOS. */
 int zl_vocab_adds_bos(const zl_vocab *v);
 int zl_vocab_adds_eos(const zl_vocab *v);

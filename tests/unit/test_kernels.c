@@ -454,7 +454,7 @@ Test(vec_dot, every_isa_matches_reference) {
 Test(vec_dot, avx512_variants) {
     if (max_isa() < ZL_ISA_AVX512) cr_skip_test("no AVX-512");
     const int has_vnni = zl_cpu_get()->avx512vnni, has_vbmi = !!__builtin_cpu_supports("avx512vbmi");
-    const int64_t sizes[] = {32, 96, 128, 160, 256, 4096, 4352};
+    const int64_t sizes[] = {32, 64, 96, 128, 160, 256, 576, 1056, 4096, 4352, 4864};
     for (int vnni = 0; vnni <= has_vnni; vnni++)
         for (int vbmi = 0; vbmi <= has_vbmi; vbmi++)
             for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
@@ -499,11 +499,12 @@ Test(vec_dot, short_rows_every_isa) {
             }
 }
 
-/* AVX2's prepared kernels (Q4_0, Q8_0) against the reference, tails included. */
+/* AVX2's prepared kernels against the reference, tails included; where
+ * they have multi-token versions, each token bit-identical to one token. */
 Test(vec_dot, prepared_kernels_avx2) {
     if (max_isa() < ZL_ISA_AVX2) cr_skip_test("no AVX2");
-    const zl_type ts[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0};
-    for (size_t ti = 0; ti < 2; ti++)
+    const zl_type ts[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0, ZL_TYPE_Q4_1, ZL_TYPE_Q5_0, ZL_TYPE_Q5_1};
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
         for (int64_t n = 32; n <= 1056; n += 32) {
             zl_prep_kernel pk;
             cr_assert(zl_prep_kernel_avx2(ts[ti], &pk));
@@ -529,6 +530,27 @@ Test(vec_dot, prepared_kernels_avx2) {
                 float r = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x4 + k * xs, n);
                 REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s dot4 n=%ld tok %d: got %.9g ref %.9g", tname(t),
                         (long)n, k, out[k], r);
+            }
+            /* Q4_1 / Q5_0 / Q5_1 come in every width 2..8 */
+            zl_dot4_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
+            if (t == ZL_TYPE_Q4_1 || t == ZL_TYPE_Q5_0 || t == ZL_TYPE_Q5_1) {
+                uint8_t *xp8 = aligned_alloc(64, 8 * ps), *x1 = malloc(xs);
+                float one[8], many[8];
+                for (int k = 0; k < 8; k++) {
+                    random_partner_row(p, x1, n);
+                    pk.prep(x1, xp8 + k * ps, n);
+                    one[k] = pk.dot(w, xp8 + k * ps, n);
+                }
+                for (int fi = 0; fi < 7; fi++) {
+                    cr_assert(fs[fi], "%s: no AVX2 %d-token kernel", tname(t), fi + 2);
+                    fs[fi](w, xp8, ps, n, many);
+                    for (int k = 0; k < fi + 2; k++)
+                        REQUIRE(memcmp(&many[k], &one[k], sizeof(float)) == 0,
+                                "%s AVX2 dot%d n=%ld tok %d: %.9g differs from one-token %.9g", tname(t), fi + 2,
+                                (long)n, k, many[k], one[k]);
+                }
+                free(xp8);
+                free(x1);
             }
             free(x4);
             free(xp4);
@@ -576,8 +598,8 @@ Test(vec_dot, four_token_kernels) {
                     g(w, x8, xs, n, many);
                     for (int k = 0; k < Ts[ti2]; k++) {
                         float o = one(w, x8 + k * xs, n);
-                        REQUIRE(memcmp(&o, &many[k], sizeof o) == 0, "%s dot%d n=%ld tok %d: %.9g vs one-token %.9g",
-                                tname(t), Ts[ti2], (long)n, k, many[k], o);
+                        REQUIRE(memcmp(&o, &many[k], sizeof o) == 0, "%s %s dot%d n=%ld tok %d: %.9g vs one-token %.9g",
+                                zl_isa_name(level), tname(t), Ts[ti2], (long)n, k, many[k], o);
                     }
                 }
                 free(x8);
@@ -730,7 +752,9 @@ Test(matmul, equals_vec_dot) {
 Test(vec_dot, prepared_kernels) {
     if (max_isa() < ZL_ISA_AVX512) cr_skip_test("no AVX-512");
     const int has_vnni = zl_cpu_get()->avx512vnni, has_vbmi = !!__builtin_cpu_supports("avx512vbmi");
-    const zl_type ts[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0, ZL_TYPE_Q4_K, ZL_TYPE_Q5_K};
+    const zl_type ts[] = {ZL_TYPE_Q4_0, ZL_TYPE_Q8_0, ZL_TYPE_Q4_K, ZL_TYPE_Q5_K,
+                          ZL_TYPE_Q4_1, ZL_TYPE_Q5_0, ZL_TYPE_Q5_1};
+    int covered[ZL_TYPE_COUNT] = {0};
     for (int vnni = 0; vnni <= has_vnni; vnni++)
         for (int vbmi = 0; vbmi <= has_vbmi; vbmi++)
             for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
@@ -739,6 +763,7 @@ Test(vec_dot, prepared_kernels) {
                     zl_prep_kernel pk;
                     if (!zl_prep_kernel_avx512_variant(ts[ti], vnni, vbmi, &pk)) continue;
                     zl_type t = ts[ti], p = zl_dot_partner(t);
+                    covered[t]++;
                     void *w = malloc(zl_row_size(t, n)), *x = malloc(zl_row_size(p, n)), *xp = malloc(pk.size(n) + 1);
                     random_weight_row(t, w, n);
                     random_partner_row(p, x, n);
@@ -790,6 +815,55 @@ Test(vec_dot, prepared_kernels) {
                     free(x);
                     free(xp);
                 }
+    /* with VNNI every listed type has a prepared kernel (VBMI or not) */
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0] && has_vnni; ti++)
+        cr_expect(covered[ts[ti]] > 0, "%s: no prepared AVX-512 kernel", tname(ts[ti]));
+}
+
+/* Batch-size independence end to end: at every ISA level, each token of an
+ * n-token zl_matmul (every kernel width and the leftovers, prepared or not,
+ * rows spread over tiles and threads) gives exactly the bits of the same
+ * token alone.  Row counts are odd and not a multiple of the row tile; the
+ * column counts give partial four-block groups (576 = 18 blocks). */
+Test(matmul, batch_bit_identical) {
+    zl_pool *pool = zl_pool_new(2);
+    zl_work work = {0};
+    zl_isa saved = zl_cpu_isa();
+    int top = max_isa();
+    enum { NT = 13 };
+    const int64_t shapes[][2] = {{331, 576}, {37, 1536}};
+    for (size_t si = 0; si < 2; si++)
+        for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+            zl_type t = k_weight_types[ti];
+            const int64_t rows = shapes[si][0], cols = shapes[si][1] - shapes[si][1] % zl_type_traits_of(t)->blck;
+            if (cols == 0) continue;
+            test_mat m = make_mat(t, rows, cols);
+            REQUIRE(rows % (96 * 1024 / (int64_t)m.W.row_bytes) != 0, "rows fill whole tiles");
+            float *x = malloc(sizeof(float) * (size_t)(NT * cols)), *y = malloc(sizeof(float) * (size_t)(NT * rows));
+            float *y1 = malloc(sizeof(float) * (size_t)(NT * rows));
+            fill_gauss(x, NT * cols, 1.0f);
+            for (int isa = ZL_ISA_SCALAR; isa <= top; isa++) {
+                zl_cpu_set_isa((zl_isa)isa);
+                for (int tok = 0; tok < NT; tok++)
+                    zl_matmul(&m.W, x + tok * cols, cols, 1, y1 + tok * rows, rows, pool, &work);
+                for (int nt = 2; nt <= NT; nt++) {
+                    zl_matmul(&m.W, x, cols, nt, y, rows, pool, &work);
+                    for (int tok = 0; tok < nt; tok++)
+                        for (int64_t r = 0; r < rows; r++)
+                            REQUIRE(memcmp(&y[tok * rows + r], &y1[tok * rows + r], sizeof(float)) == 0,
+                                    "%s %s %ldx%ld n_tok=%d tok %d row %ld: %.9g vs alone %.9g", zl_isa_name(isa),
+                                    tname(t), (long)rows, (long)cols, nt, tok, (long)r, y[tok * rows + r],
+                                    y1[tok * rows + r]);
+                }
+            }
+            free(x);
+            free(y);
+            free(y1);
+            free_mat(&m);
+        }
+    zl_cpu_set_isa(saved);
+    zl_work_free(&work);
+    zl_pool_free(pool);
 }
 
 Test(matmul, null_work_and_unsupported_type) {

@@ -3,12 +3,13 @@
  * double over hand-picked logits), not by calling the sampler's helpers. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "decode/sampler.h"
 
 static zl_sampler_params plain(float temp) {
-    zl_sampler_params p = {temp, 0, 1.0f, 0.0f, 1.0f, 64, 0.0f, 0.0f, 1};
+    zl_sampler_params p = {temp, 0, 1.0f, 0.0f, 1.0f, 64, 0.0f, 0.0f, 1, NULL, 0};
     return p;
 }
 
@@ -131,4 +132,82 @@ Test(sampler, top_k_with_huge_vocab_and_nan_safe) {
     cr_assert_eq(zl_sampler_sample(s, l), 4242);
     zl_sampler_free(s);
     free(l);
+}
+
+/* logit_bias: added to the raw logits before every other stage. */
+Test(sampler, logit_bias_bans_forces_and_is_copied) {
+    float base[5] = {0.1f, 3.0f, -1.0f, 2.5f, 2.0f}, l[5];
+    zl_sampler_params p = plain(0);
+    zl_sampler_bias *b = malloc(3 * sizeof *b);
+    b[0] = (zl_sampler_bias){1, -100.0f}; /* ban the argmax: 3 (2.5) wins */
+    b[1] = (zl_sampler_bias){7, 100.0f};  /* outside the vocabulary: ignored */
+    b[2] = (zl_sampler_bias){-1, 100.0f};
+    p.bias = b;
+    p.n_bias = 3;
+    zl_sampler *s = zl_sampler_new(&p, 5);
+    free(b); /* the sampler holds its own copy */
+    for (int k = 0; k < 3; k++) {
+        memcpy(l, base, sizeof l);
+        cr_assert_eq(zl_sampler_sample(s, l), 3);
+        cr_assert_float_eq(l[1], 3.0f - 100.0f, 1e-4);
+    }
+    zl_sampler_free(s);
+
+    zl_sampler_bias force = {2, 100.0f};
+    p = plain(1.0f);
+    p.bias = &force;
+    p.n_bias = 1;
+    s = zl_sampler_new(&p, 5);
+    for (int k = 0; k < 200; k++) {
+        memcpy(l, base, sizeof l);
+        cr_assert_eq(zl_sampler_sample(s, l), 2, "+100 forces token 2 at temperature 1");
+    }
+    zl_sampler_free(s);
+}
+
+Test(sampler, logit_bias_precedes_penalties_and_shapes_probs) {
+    float base[6] = {1.0f, 0.5f, 0.0f, -0.5f, 2.0f, 1.5f}, l[6], pr[6];
+    zl_sampler_bias bias[2] = {{4, -3.0f}, {2, 2.0f}};
+    zl_sampler_params p = plain(0);
+    p.repeat_penalty = 2.0f;
+    p.bias = bias;
+    p.n_bias = 2;
+    zl_sampler *s = zl_sampler_new(&p, 6);
+    zl_sampler_accept(s, 4);
+    memcpy(l, base, sizeof l);
+    zl_sampler_probs(s, l, pr);
+    /* token 4 (in the history): (2 - 3) * 2 = -2; token 2 (not): 0 + 2 */
+    cr_assert_float_eq(l[4], -2.0f, 1e-6);
+    cr_assert_float_eq(l[2], 2.0f, 1e-6);
+    cr_assert_eq(pr[2], 1.0f, "greedy picks the biased token 2 (2.0 > 1.5)");
+    zl_sampler_free(s);
+
+    /* a positive logit shows the order: bias +1 on token 0 (1.0) with a
+     * repeat penalty of 2: bias first = (1 + 1) / 2 = 1.0, after = 1.5 */
+    zl_sampler_bias one = {0, 1.0f};
+    p = plain(0);
+    p.repeat_penalty = 2.0f;
+    p.bias = &one;
+    p.n_bias = 1;
+    s = zl_sampler_new(&p, 6);
+    zl_sampler_accept(s, 0);
+    memcpy(l, base, sizeof l);
+    zl_sampler_probs(s, l, pr);
+    cr_assert_float_eq(l[0], 1.0f, 1e-6);
+    zl_sampler_free(s);
+
+    /* temperature 0.7, no filter: probabilities are softmax((l + bias) / T) */
+    p = plain(0.7f);
+    p.bias = bias;
+    p.n_bias = 2;
+    p.top_k = 3; /* through the filter path: the top three after the bias are 2, 5, 0 */
+    s = zl_sampler_new(&p, 6);
+    memcpy(l, base, sizeof l);
+    zl_sampler_probs(s, l, pr);
+    double e5 = exp(1.5 / 0.7), e2 = exp(2.0 / 0.7), e0 = exp(1.0 / 0.7), z = e5 + e2 + e0;
+    cr_assert_float_eq(pr[5], e5 / z, 1e-5);
+    cr_assert_float_eq(pr[2], e2 / z, 1e-5);
+    cr_assert_float_eq(pr[0], e0 / z, 1e-5);
+    cr_assert_eq(pr[4], 0.0f, "token 4 (2.0 - 3) falls out of the top 3");
+    zl_sampler_free(s);
 }

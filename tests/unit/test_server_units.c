@@ -436,7 +436,7 @@ Test(sampler_filters, equal_the_sorted_reference) {
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++)
             for (int c = 0; c < 3; c++) {
-                zl_sampler_params p = {0.7f, ks[a], ps[b], mps[c], 1.0f, 64, 0.0f, 0.0f, 1};
+                zl_sampler_params p = {0.7f, ks[a], ps[b], mps[c], 1.0f, 64, 0.0f, 0.0f, 1, NULL, 0};
                 zl_sampler *s = zl_sampler_new(&p, N);
                 memcpy(l, base, sizeof l);
                 zl_sampler_probs(s, l, pr);

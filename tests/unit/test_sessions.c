@@ -2,7 +2,9 @@
  * (engine/session.h, engine/prefix_cache.h, zl_seq_copy_prefix) on
  * stories260K: continuation, prefix reuse and typing-ahead give the tokens of
  * the stateless run; tenants never see each other's cache; flush, expiry and
- * eviction zero the KV memory; statuses for unknown/foreign/expired ids. */
+ * eviction zero the KV memory; statuses for unknown/foreign/expired ids; the
+ * spare sequence is made only while the engine is quiet (never during a
+ * session's first continuation). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,12 +64,24 @@ static int run_job(zl_sessions *ss, const char *tenant, const char *sid, int pre
     return got;
 }
 
-static zl_sessions *store(double ttl, size_t budget, size_t pcache) {
+static zl_sessions *store_idle(double ttl, size_t budget, size_t pcache, double spare_idle_ms) {
     zl_sessions *s = NULL;
     zl_sessions_opts o = {.ttl_s = ttl, .prefill_idle_s = 0.2, .max_per_tenant = 2, .kv_budget = budget,
-                          .pcache_bytes = pcache, .pcache_block = 16};
+                          .pcache_bytes = pcache, .pcache_block = 16, .spare_idle_ms = spare_idle_ms};
     cr_assert_eq(zl_sessions_new(&s, &o, NULL), 0);
     return s;
+}
+static zl_sessions *store(double ttl, size_t budget, size_t pcache) { return store_idle(ttl, budget, pcache, 5); }
+
+/* Wait (up to 20 s) until the store's sweeper has a spare ready. */
+static void wait_spare(zl_sessions *ss) {
+    zl_sessions_stats st;
+    for (int i = 0; i < 2000; i++) {
+        zl_sessions_stats_get(ss, &st);
+        if (st.spare_ready) return;
+        usleep(10000);
+    }
+    cr_assert_fail("no spare sequence was made in 20 s");
 }
 
 static int all_zero(const uint8_t *p, size_t n) {
@@ -291,9 +305,127 @@ Test(sessions, spare_sequences_equal_stateless, .init = setup, .fini = teardown)
         if (sid) zl_sessions_end(ss, sid, NULL, 0);
         cr_expect_eq(memcmp(out, ref, (size_t)g * sizeof *out), 0, "run %d", r);
         if (r) cr_expect_gt(cached, 16, "run %d reused %d", r, cached);
-        usleep(150000); /* the sweeper maps the next spare */
+        wait_spare(ss); /* the sweeper maps the next spare once the engine is quiet */
         free(p);
     }
+    zl_sessions_stats st;
+    zl_sessions_stats_get(ss, &st);
+    cr_expect_geq(st.spares_taken, 7, "fresh requests took %llu spares", (unsigned long long)st.spares_taken);
+    cr_expect_gt(st.spare_bytes_mapped, 0);
+    zl_sessions_free(ss);
+}
+
+/* ---- the first continuation of a session (mechanism, not timing) ---- */
+
+static void setup_slow(void) {
+    zl_llm_opts lo = {.n_threads = 1};
+    cr_assert_eq(zl_llm_open(&g_llm, MODEL, &lo, NULL), 0);
+    /* a short sleep after each engine step keeps a long job in flight for seconds */
+    zl_sched_opts so = {.n_parallel = 4, .max_queue = 64, .n_ctx = 256, .step_tokens = 64, .debug_step_ms = 10};
+    cr_assert_eq(zl_sched_new(&g_sched, g_llm, &so, NULL), 0);
+}
+
+static zl_job *submit(zl_sessions *ss, const char *tenant, const char *sid, const int32_t *p, int n, int max_tokens) {
+    zl_sampling smp = zl_sampling_defaults();
+    smp.temp = 0;
+    zl_job *j = zl_job_new(p, n, &smp, max_tokens, -1);
+    cr_assert_eq(zl_sessions_hook_job(ss, j, tenant, sid, 0), 0);
+    cr_assert_eq(zl_sched_submit(g_sched, j), 0);
+    return j;
+}
+
+/* Read a job to its end; returns the tokens generated (into out). */
+static int finish(zl_job *j, int32_t *out, int *cached) {
+    zl_job_tok buf[256];
+    int got = 0;
+    zl_finish fin = ZL_FINISH_NONE;
+    while (!fin) {
+        got += zl_job_read(g_sched, j, got, buf + got, 256 - got, &fin);
+        if (!fin) zl_sched_wait(g_sched, 20);
+    }
+    cr_assert_neq(fin, ZL_FINISH_ERROR);
+    zl_job_times t;
+    zl_job_get_times(g_sched, j, &t);
+    if (cached) *cached = t.n_cached;
+    for (int i = 0; out && i < got; i++) out[i] = buf[i].id;
+    zl_job_release(j);
+    return got;
+}
+
+/* A session's cold turn ends; its first continuation follows at once while
+ * another job runs.  The continuation reuses the session's own KV (no
+ * re-evaluation of the history) and the process allocates no KV cache and
+ * maps no spare page from the cold turn's end until the engine is quiet:
+ * the spare that the cold turn made due waits for the other job's end, and
+ * is then made (and taken by the next fresh request without a new KV
+ * allocation).  Counts, not times: the KV allocations of the process
+ * (zl_kv_allocs) and the store's mapped spare bytes. */
+Test(sessions, first_continuation_allocates_and_maps_nothing, .init = setup_slow, .fini = teardown) {
+    zl_sessions *ss = store_idle(60, 1 << 30, 64 << 20, 50);
+    int32_t *pb, *pa, *pc;
+    int nb = tokenize("The little dog ran to the park and played with a red ball all day long.", &pb);
+    int na = tokenize("Once upon a time there was a cat named Tom. He liked to sleep in the sun.", &pa);
+    /* another tenant's long stateless job: in flight for the whole check */
+    zl_job *jb = submit(ss, "other", NULL, pb, nb, 200);
+    zl_job_tok t0;
+    zl_finish fb = ZL_FINISH_NONE;
+    while (!zl_job_read(g_sched, jb, 0, &t0, 1, &fb) && !fb) zl_sched_wait(g_sched, 20); /* it holds its sequence */
+    cr_assert_eq(fb, ZL_FINISH_NONE);
+    unsigned long long k0 = zl_kv_allocs();
+    /* the session's cold turn: a fresh sequence (no spare exists yet) */
+    cr_assert_eq(zl_sessions_create(ss, "s", "t", 0, NULL), ZL_SESS_OK);
+    cr_assert_eq(zl_sessions_begin(ss, "s", "t"), ZL_SESS_OK);
+    int32_t outa[16];
+    int ca = -1;
+    int ga = finish(submit(ss, "t", "s", pa, na, 8), outa, &ca);
+    zl_sessions_end(ss, "s", NULL, 0);
+    cr_assert_eq(ca, 0);
+    zl_session_info in;
+    cr_assert_eq(zl_sessions_info(ss, "s", "t", &in), ZL_SESS_OK); /* the sequence is home */
+    cr_assert_eq(in.n_tokens, na + ga - 1);
+    cr_expect_eq(zl_kv_allocs(), k0 + 1, "the cold turn allocated its own cache, and nothing else was");
+    /* the first continuation, at once: history + reply + a new turn */
+    int nc = na + ga + 6;
+    pc = malloc((size_t)nc * sizeof *pc);
+    memcpy(pc, pa, (size_t)na * sizeof *pc);
+    memcpy(pc + na, outa, (size_t)ga * sizeof *pc);
+    memcpy(pc + na + ga, pb + 1, 6 * sizeof *pc);
+    cr_assert_eq(zl_sessions_begin(ss, "s", "t"), ZL_SESS_OK);
+    int cc = -1;
+    finish(submit(ss, "t", "s", pc, nc, 4), NULL, &cc);
+    zl_sessions_end(ss, "s", NULL, 0);
+    cr_expect_eq(cc, na + ga - 1, "the continuation reused %d tokens, not the %d the session holds", cc, na + ga - 1);
+    zl_sessions_stats st;
+    zl_sessions_stats_get(ss, &st);
+    cr_expect_eq(zl_kv_allocs(), k0 + 1, "a KV cache was allocated during the first continuation");
+    cr_expect_eq(st.spare_bytes_mapped, 0, "spare pages were mapped during the first continuation");
+    /* longer than the quiet time, with the other job still running: still nothing */
+    usleep(300000);
+    zl_sessions_stats_get(ss, &st);
+    cr_expect_eq(zl_kv_allocs(), k0 + 1, "a KV cache was allocated while a job was in flight");
+    cr_expect_eq(st.spare_bytes_mapped, 0, "spare pages were mapped while a job was in flight");
+    cr_assert_eq(zl_job_read(g_sched, jb, 0, &t0, 0, &fb), 0);
+    cr_assert_eq(fb, ZL_FINISH_NONE, "the other job ended too early for the check (a very slow machine?)");
+    /* the engine goes quiet: the spare is made, and a new session's first turn takes it */
+    zl_job_cancel(jb);
+    finish(jb, NULL, NULL);
+    wait_spare(ss);
+    zl_sessions_stats_get(ss, &st);
+    cr_expect_gt(st.spare_bytes_mapped, 0);
+    cr_expect_eq(st.spares_made, 1);
+    unsigned long long k1 = zl_kv_allocs();
+    cr_expect_eq(k1, k0 + 2, "the spare is one KV cache");
+    cr_assert_eq(zl_sessions_create(ss, "s2", "t", 0, NULL), ZL_SESS_OK);
+    cr_assert_eq(zl_sessions_begin(ss, "s2", "t"), ZL_SESS_OK);
+    int c2 = -1;
+    finish(submit(ss, "t", "s2", pb, nb, 4), NULL, &c2);
+    zl_sessions_end(ss, "s2", NULL, 0);
+    zl_sessions_stats_get(ss, &st);
+    cr_expect_eq(st.spares_taken, 1);
+    cr_expect_eq(zl_kv_allocs(), k1, "the new session's first turn allocated instead of taking the spare");
+    free(pa);
+    free(pb);
+    free(pc);
     zl_sessions_free(ss);
 }
 

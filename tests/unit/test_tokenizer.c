@@ -318,6 +318,37 @@ Test(special, user_defined_always_cut_longest_first) {
     unload(l);
 }
 
+/* deepseek-coder's file marks its FIM tokens user-defined; found by their
+ * text they take the FIM roles and become control tokens, so without special
+ * parsing their text is ordinary text.  Reference ids from llama.cpp
+ * (llama_tokenize on this vocabulary, add_special false, parse_special false
+ * and true: tools/ref/llama_tokenize_corpus.c). */
+Test(special, fim_tokens_found_by_text_are_control) {
+    loaded l = load(TOKDIR "ggml-vocab-deepseek-coder.gguf");
+    const char *s = "a<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>b<\xef\xbd\x9c" "fim\xe2\x96\x81"
+                    "hole\xef\xbd\x9c>c<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>";
+    cr_assert_eq(zl_vocab_fim(l.v, ZL_FIM_PRE), 32016);
+    cr_assert_eq(zl_vocab_fim(l.v, ZL_FIM_SUF), 32015);
+    cr_assert_eq(zl_vocab_fim(l.v, ZL_FIM_MID), 32017);
+    cr_assert_eq(zl_vocab_fim(l.v, ZL_FIM_PAD), -1);
+    for (int32_t id = 32015; id <= 32017; id++) {
+        cr_assert_eq(zl_token_kind(l.v, id), ZL_TOKEN_CONTROL);
+        cr_assert(!zl_token_is_eog(l.v, id), "prefix, suffix and middle do not end generation");
+    }
+    static const int32_t plain[] = {64, 27, 169, 121, 237, 69, 308, 11028, 210, 946, 169, 121, 237, 29, 65, 27,
+                                    169, 121, 237, 69, 308, 11028, 210, 19496, 169, 121, 237, 29, 66, 27, 169, 121,
+                                    237, 69, 308, 11028, 210, 408, 169, 121, 237, 29};
+    static const int32_t special[] = {64, 32016, 65, 32015, 66, 32017};
+    int32_t a[64];
+    size_t na = ids_of(l.v, s, 0, 0, a, 64);
+    cr_assert(na == sizeof plain / sizeof *plain && !memcmp(a, plain, sizeof plain), "plain: %zu ids", na);
+    na = ids_of(l.v, s, 0, 1, a, 64);
+    cr_assert(na == 6 && !memcmp(a, special, sizeof special), "special: %zu ids", na);
+    size_t len;
+    cr_assert_eq(zl_token_piece(l.v, 32016, 0, &len) != NULL && len == 0, 1, "hidden unless special");
+    unload(l);
+}
+
 /* ---- streaming detokenizer ---- */
 
 Test(stream, bpe_emoji_split_across_tokens) {

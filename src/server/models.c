@@ -1,0 +1,268 @@
+/* models.c — several models behind one server, picked by the request's
+ * `model` field.
+ *
+ * The first -m is the server's own zl_srv (loaded at start, never unloaded;
+ * sessions, batches and /props belong to it).  Every other model gets a
+ * zl_srv of its own (model, chat template from its file, engine thread,
+ * session store), loaded on the first request that names it.  At most
+ * --models-max are loaded at once: to load one more, the least recently
+ * used loaded model that no request holds and whose engine is idle is
+ * unloaded; when every one is busy the request gets 429/529.  A request
+ * holds its model from selection until its response is done (a stream until
+ * its last byte: the hold moves to the stream).  With one model the field is
+ * not looked at: any value keeps working.  Never formats generations. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "http.h"
+#include "metrics.h"
+
+typedef struct zl_model_slot {
+    zl_models *ms;
+    char id[256];
+    const char *path;
+    zl_srv *srv;      /* NULL while unloaded; slot 0 is the server's own */
+    int refs;         /* requests and streams holding it */
+    int loading;
+    double last_used; /* zl_now_ms */
+} zl_model_slot;
+
+struct zl_models {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* a load finished */
+    zl_model_slot *m;
+    int n, max_loaded;
+};
+
+static const char *base_name(const char *path) {
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+/* The model id of a path: its file name without .gguf. */
+static void id_of(const char *path, char *out, size_t cap) {
+    const char *b = base_name(path);
+    size_t n = strlen(b);
+    if (n > 5 && !strcmp(b + n - 5, ".gguf")) n -= 5;
+    snprintf(out, cap, "%.*s", (int)n, b);
+}
+
+int zl_models_setup(zl_srv *home, zl_err *err) {
+    const zl_server_opts *o = &home->o;
+    if (o->n_models <= 0) return 0;
+    zl_models *ms = calloc(1, sizeof *ms);
+    if (!ms || !(ms->m = calloc((size_t)o->n_models + 1, sizeof *ms->m))) {
+        free(ms);
+        return zl_errf(err, ZL_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&ms->mu, NULL);
+    pthread_cond_init(&ms->cv, NULL);
+    ms->m[0] = (zl_model_slot){ms, {0}, o->model_path, home, 0, 0, 0};
+    if (!o->model_id) id_of(o->model_path, home->model_id, sizeof home->model_id); /* ids drop .gguf once there are several */
+    snprintf(ms->m[0].id, sizeof ms->m[0].id, "%s", home->model_id);
+    ms->n = 1;
+    for (int i = 0; i < o->n_models; i++) {
+        zl_model_slot *s = &ms->m[ms->n];
+        s->ms = ms;
+        s->path = o->models[i];
+        if (o->model_aliases && o->model_aliases[i]) snprintf(s->id, sizeof s->id, "%s", o->model_aliases[i]);
+        else id_of(s->path, s->id, sizeof s->id);
+        for (int k = 0; k < ms->n; k++)
+            if (!strcmp(ms->m[k].id, s->id)) {
+                zl_errf(err, ZL_EINVAL, "two models have the id '%s' (give one --alias NAME)", s->id);
+                free(ms->m);
+                free(ms);
+                return ZL_EINVAL;
+            }
+        ms->n++;
+    }
+    ms->max_loaded = o->models_max > 0 ? o->models_max : ms->n;
+    home->models = ms;
+    return 0;
+}
+
+/* ---- one model's server state ---- */
+
+static void on_step(void *ud, int n_seqs, int n_tokens, double ms) {
+    (void)ud;
+    (void)n_tokens;
+    (void)ms;
+    zl_metrics_batch(n_seqs);
+}
+
+static void srv_free(zl_srv *c) {
+    if (!c) return;
+    if (c->sched) zl_sched_free(c->sched);
+    zl_sessions_free(c->sessions);
+    zl_chat_fmt_free(&c->tpl);
+    zl_llm_close(c->llm);
+    free(c);
+}
+
+static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl_err *err) {
+    *out = NULL;
+    zl_srv *c = calloc(1, sizeof *c);
+    if (!c) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    c->o = home->o;
+    c->o.model_path = m->path;
+    c->o.model_id = NULL;
+    c->o.chat_template = NULL; /* --chat-template(-file) shape the first model's prompts only */
+    c->o.chat_template_file = NULL;
+    c->o.n_models = 0;
+    c->started = (long long)time(NULL);
+    snprintf(c->model_id, sizeof c->model_id, "%s", m->id);
+    int rc = zl_llm_open(&c->llm, m->path, &home->o.llm_opts, err);
+    if (!rc) rc = zl_chat_fmt_setup(&c->tpl, c->llm, m->path, NULL, NULL, err);
+    if (!rc) rc = zl_sessions_setup(c, err);
+    if (!rc) {
+        zl_sched_opts so = home->o.sched;
+        int train = zl_llm_n_ctx_train(c->llm);
+        if (train > 0 && so.n_ctx > train) so.n_ctx = train;
+        so.draft = NULL; /* the draft model matches the first model's vocabulary */
+        so.ring_cost = NULL;
+        so.n_ring_cost = 0;
+        so.on_step = on_step;
+        so.on_step_ud = c;
+        rc = zl_sched_new(&c->sched, c->llm, &so, err);
+    }
+    if (rc) {
+        zl_err_prefix(err, "model '%s' (%s)", m->id, m->path);
+        srv_free(c);
+        return rc;
+    }
+    fprintf(stderr, "zerolayer: loaded model '%s': %s\n", m->id, zl_llm_desc(c->llm));
+    *out = c;
+    return 0;
+}
+
+/* Under mu: a loaded slot that can go (idle, not the server's own), least recently used first. */
+static zl_model_slot *victim(zl_models *ms) {
+    zl_model_slot *best = NULL;
+    for (int i = 1; i < ms->n; i++) {
+        zl_model_slot *s = &ms->m[i];
+        if (!s->srv || s->refs || s->loading) continue;
+        zl_sched_stats st;
+        zl_sched_get_stats(s->srv->sched, &st);
+        if (st.running || st.waiting) continue;
+        if (!best || s->last_used < best->last_used) best = s;
+    }
+    return best;
+}
+
+static int n_loaded(const zl_models *ms) {
+    int k = 0;
+    for (int i = 0; i < ms->n; i++) k += ms->m[i].srv != NULL || ms->m[i].loading;
+    return k;
+}
+
+int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret) {
+    zl_models *ms = r->srv->models;
+    if (!ms || ms->n < 2 || r->model_slot) return 0;
+    json_t *mj = body ? json_object_get(body, "model") : NULL;
+    const char *id = json_is_string(mj) ? json_string_value(mj) : NULL;
+    zl_model_slot *s = NULL;
+    if (!id) {
+        s = &ms->m[0]; /* no model named: the first */
+    } else {
+        for (int i = 0; i < ms->n && !s; i++)
+            if (!strcmp(ms->m[i].id, id)) s = &ms->m[i];
+    }
+    if (!s) {
+        *ret = zl_reply_error(r, ZL_E_MODEL_NOT_FOUND, "model", "The model '%.200s' does not exist (GET /v1/models lists %d)",
+                              id, ms->n);
+        return -1;
+    }
+    pthread_mutex_lock(&ms->mu);
+    while (s->loading) pthread_cond_wait(&ms->cv, &ms->mu);
+    if (!s->srv) {
+        zl_model_slot *out = NULL;
+        while (n_loaded(ms) >= ms->max_loaded && (out = victim(ms))) {
+            zl_srv *gone = out->srv;
+            out->srv = NULL;
+            pthread_mutex_unlock(&ms->mu);
+            fprintf(stderr, "zerolayer: unloading model '%s' (least recently used; --models-max %d)\n", out->id,
+                    ms->max_loaded);
+            srv_free(gone);
+            pthread_mutex_lock(&ms->mu);
+        }
+        if (n_loaded(ms) >= ms->max_loaded) {
+            pthread_mutex_unlock(&ms->mu);
+            *ret = zl_reply_error(r, ZL_E_BUSY, NULL,
+                                  "model '%s' is not loaded and all %d loaded models are in use (--models-max); "
+                                  "retry shortly", s->id, ms->max_loaded);
+            return -1;
+        }
+        s->loading = 1;
+        pthread_mutex_unlock(&ms->mu);
+        zl_err err = {0};
+        zl_srv *c = NULL;
+        int rc = srv_load(r->srv, s, &c, &err);
+        pthread_mutex_lock(&ms->mu);
+        s->loading = 0;
+        s->srv = c;
+        pthread_cond_broadcast(&ms->cv);
+        if (rc) {
+            pthread_mutex_unlock(&ms->mu);
+            *ret = zl_reply_error(r, ZL_E_INTERNAL, NULL, "cannot load %s", err.msg);
+            return -1;
+        }
+    }
+    s->refs++;
+    s->last_used = zl_now_ms();
+    pthread_mutex_unlock(&ms->mu);
+    r->model_slot = s;
+    r->srv = s->srv;
+    return 0;
+}
+
+void zl_models_release(struct zl_model_slot *s) {
+    if (!s) return;
+    zl_models *ms = s->ms;
+    pthread_mutex_lock(&ms->mu);
+    s->refs--;
+    s->last_used = zl_now_ms();
+    pthread_mutex_unlock(&ms->mu);
+}
+
+json_t *zl_models_list(zl_srv *home, int anthropic) {
+    zl_models *ms = home->models;
+    json_t *data = json_array();
+    pthread_mutex_lock(&ms->mu);
+    for (int i = 0; i < ms->n; i++) {
+        zl_model_slot *s = &ms->m[i];
+        const char *status = s->srv ? "loaded" : s->loading ? "loading" : "unloaded";
+        if (anthropic) {
+            char created[32];
+            time_t t = (time_t)home->started;
+            strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+            json_array_append_new(data, json_pack("{s:s, s:s, s:s, s:s}", "type", "model", "id", s->id, "display_name",
+                                                  s->id, "created_at", created));
+        } else {
+            json_t *meta = json_pack("{s:s, s:s}", "path", s->path, "status", status);
+            if (s->srv) {
+                json_object_set_new(meta, "description", json_string(zl_llm_desc(s->srv->llm)));
+                json_object_set_new(meta, "n_ctx", json_integer(zl_sched_n_ctx(s->srv->sched)));
+                json_object_set_new(meta, "n_vocab", json_integer(zl_llm_n_vocab(s->srv->llm)));
+            }
+            json_array_append_new(data, json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", s->id, "object", "model", "created",
+                                                  (json_int_t)home->started, "owned_by", "zerolayer", "meta", meta));
+        }
+    }
+    const char *first = ms->m[0].id, *last = ms->m[ms->n - 1].id;
+    json_t *j = anthropic ? json_pack("{s:o, s:b, s:s, s:s}", "data", data, "has_more", 0, "first_id", first, "last_id", last)
+                          : json_pack("{s:s, s:o}", "object", "list", "data", data);
+    pthread_mutex_unlock(&ms->mu);
+    return j;
+}
+
+void zl_models_free(zl_srv *home) {
+    zl_models *ms = home->models;
+    if (!ms) return;
+    for (int i = 1; i < ms->n; i++) srv_free(ms->m[i].srv);
+    pthread_mutex_destroy(&ms->mu);
+    pthread_cond_destroy(&ms->cv);
+    free(ms->m);
+    free(ms);
+    home->models = NULL;
+}

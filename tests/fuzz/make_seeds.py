@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""make_seeds.py — writes the seed corpora of tests/fuzz/corpus/ (run from
+anywhere: python3 tests/fuzz/make_seeds.py).  Deterministic; every seed is
+small.  gguf: a minimal valid GGUF v3 (architecture, counts, a token array, one
+F32 tensor), the same with a huge block_count and with a tensor table past the
+end, and the header + metadata of the bundled stories260K-F16 model (first 12
+KiB).  tokenizer: text with the flags byte first.  anthropic: request bodies
+with the form byte first (1 = count_tokens)."""
+import json
+import os
+import struct
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(ROOT, "corpus")
+
+
+def gstr(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def kv_str(k, v):
+    return gstr(k) + struct.pack("<I", 8) + gstr(v)
+
+
+def kv_u32(k, v):
+    return gstr(k) + struct.pack("<II", 4, v)
+
+
+def kv_strarr(k, vs):
+    return gstr(k) + struct.pack("<IIQ", 9, 8, len(vs)) + b"".join(gstr(v) for v in vs)
+
+
+def gguf(block_count=1, tensor_offset=0, n_tensors=1):
+    kvs = [kv_str("general.architecture", "llama"), kv_u32("llama.block_count", block_count),
+           kv_u32("llama.context_length", 64), kv_strarr("tokenizer.ggml.tokens", ["<s>", "</s>", "a", "b"])]
+    head = b"GGUF" + struct.pack("<IQQ", 3, n_tensors, len(kvs)) + b"".join(kvs)
+    tinfo = gstr("token_embd.weight") + struct.pack("<I", 2) + struct.pack("<qq", 2, 2) + struct.pack("<IQ", 0, tensor_offset)
+    body = head + tinfo
+    body += b"\0" * ((32 - len(body) % 32) % 32)
+    return body + struct.pack("<4f", 1.0, -2.0, 0.5, 3.25)
+
+
+def write(kind, name, data):
+    os.makedirs(os.path.join(OUT, kind), exist_ok=True)
+    with open(os.path.join(OUT, kind, name), "wb") as f:
+        f.write(data)
+
+
+write("gguf", "minimal.gguf", gguf())
+write("gguf", "block_count_huge.gguf", gguf(block_count=67108865))
+write("gguf", "tensor_past_end.gguf", gguf(tensor_offset=1 << 40))
+write("gguf", "tensors_count_huge.gguf", gguf(n_tensors=1 << 31))
+with open(os.path.join(ROOT, "..", "fixtures", "models", "stories260K-F16.gguf"), "rb") as f:
+    write("gguf", "stories260K-F16.head.gguf", f.read(12288))
+
+for i, (flags, text) in enumerate([
+        (0, b"Once upon a time, there was a little girl named Lily."),
+        (3, b"<s>Hello</s> world <unk>"),
+        (2, "caf\u00e9 na\u00efve \u4e2d\u6587 \U0001f600 \u0301\u0301".encode()),
+        (0, b"\xff\xfe\xc0\x80 \xed\xa0\x80 \xf4\x90\x80\x80 broken"),
+        (5, b"   \t\n\n  spaces   and\r\nnewlines  "),
+        (8, struct.pack("<8i", 1, 2, 3, 100, 200, 300, 511, -1)),
+        (0, b"a" * 600)]):
+    write("tokenizer", "seed%d" % i, bytes([flags]) + text)
+
+bodies = [
+    (0, {"model": "x", "max_tokens": 16, "messages": [{"role": "user", "content": "Hello"}]}),
+    (0, {"model": "x", "max_tokens": 8, "system": "Be brief.", "stop_sequences": ["\n", "The"], "temperature": 0.5,
+         "top_p": 0.9, "top_k": 40, "stream": True, "metadata": {"user_id": "u1"},
+         "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                      {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Tell a story"}]}),
+    (1, {"model": "x", "system": [{"type": "text", "text": "S"}], "messages": [{"role": "user", "content": "count"}]}),
+    (0, {"model": "x", "max_tokens": 0, "messages": []}),
+    (0, {"model": "x", "max_tokens": 4, "messages": [{"role": "tool", "content": None}]}),
+    (0, {"model": "x", "max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}),
+]
+for i, (form, b) in enumerate(bodies):
+    write("anthropic", "seed%d" % i, bytes([form]) + json.dumps(b).encode())
+write("anthropic", "bad_utf8", b"\0" + b'{"model":"x","max_tokens":4,"messages":[{"role":"user","content":"\xc3\x28"}]}')
+write("anthropic", "deep", b"\0" + b"[" * 2000 + b"]" * 2000)
+write("anthropic", "escapes", b"\1" + b'{"model":"\\u0000x","messages":[{"role":"user","content":"\\ud800\\udc00 \\u0000"}]}')

@@ -2,7 +2,7 @@
  * zerolayer's build (plain C, no project headers).  Owns converting a full
  * logits dump to that format and comparing dumps; it never runs a model.
  *
- *   topk from-f32 IDS FULL.f32 OUT.topk   full [n][vocab] float32 -> top-K file
+ *   topk from-f32 IDS FULL.f32 OUT.topk N_VOCAB   full [n][vocab] float32 -> top-K file
  *   topk compare REF.topk IDS A.f32 [B.f32]  over REF's top-K set at each position:
  *        mean |REF - A| and top-1 agreement (argmax A == REF's first id), and
  *        with B, the same between A and B on REF's set; per-position NLL

@@ -24,8 +24,11 @@
  * fewer give the threads more tiles to balance. */
 #define ATTN_TOKENS 8
 
-/* Below this many multiply-adds an operation is not worth a thread dispatch. */
-#define ZL_PARALLEL_MIN_MACS (1 << 20)
+/* Below this many multiply-adds an operation is not worth a thread dispatch:
+ * the pool's workers spin between the products of one token, so a dispatch
+ * is a cache-line hand-off; small models (SmolLM2's 576x1536 FFN, 0.9M
+ * multiply-adds) must still split their products over the threads. */
+#define ZL_PARALLEL_MIN_MACS (1 << 16)
 
 struct zl_fwd {
     float *buf;

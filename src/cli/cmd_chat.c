@@ -7,7 +7,13 @@
  * history's.  The answer streams to stdout until the model ends its turn;
  * prompts and statistics go to stderr (the prompt only on a terminal), so
  * `printf 'q1\nq2\n' | zerolayer chat` is scriptable.  Commands: /reset
- * (forget the conversation), /exit (or end of input). */
+ * (forget the conversation), /system TEXT (set the system prompt and start
+ * over), /save FILE (the conversation as OpenAI-style JSON messages), /exit
+ * (or end of input, Ctrl-D).  Ctrl-C stops the answer being generated (the
+ * part already shown stays in the history), not the program. */
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +28,9 @@
 static const char *k_usage =
     "usage: zerolayer chat [-m MODEL] [-s SYSTEM] [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P]\n"
     "                      [--min-p P] [-t THREADS] [-c CTX] [--chat-template NAME | --chat-template-file F]\n"
-    "  Chat with a model in the terminal: one line of stdin per user turn; /reset forgets the conversation,\n"
-    "  /exit (or end of input) quits.  Answers stream to stdout, statistics go to stderr.\n"
+    "  Chat with a model in the terminal: one line of stdin per user turn.  /reset forgets the conversation,\n"
+    "  /system TEXT sets the system prompt (and starts over), /save FILE writes the conversation as JSON,\n"
+    "  /exit or Ctrl-D quits; Ctrl-C stops an answer.  Answers stream to stdout, statistics go to stderr.\n"
     "  -m MODEL        GGUF model (default: the embedded models/stories260K.gguf)\n"
     "  -s SYSTEM       system prompt\n"
     "  -n N            most tokens per answer (default 1024)\n"
@@ -66,6 +73,19 @@ static void conv_clear(conv *c, int keep) {
     c->n = keep;
 }
 
+static volatile sig_atomic_t g_interrupt;
+static void on_sigint(int sig) { (void)sig; g_interrupt = 1; }
+
+/* The conversation as [{"role": ..., "content": ...}, ...]. */
+static int conv_save(const conv *c, const char *path) {
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < c->n; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:s}", "role", c->m[i].role, "content", c->m[i].content));
+    int rc = arr ? json_dump_file(arr, path, JSON_INDENT(1) | JSON_ENSURE_ASCII) : -1;
+    json_decref(arr);
+    return rc;
+}
+
 /* One answer: render, evaluate what the cache lacks, stream until the end of
  * the turn.  The reply's text is appended to *reply (malloc'd).  0 or 1. */
 static int answer(zl_llm *llm, zl_seq *seq, const zl_chat_fmt *fmt, const conv *c, long n_max, char **reply,
@@ -99,7 +119,8 @@ static int answer(zl_llm *llm, zl_seq *seq, const zl_chat_fmt *fmt, const conv *
     double t1 = zl_now_s();
     int produced = 0, done = 0;
     *reply_len = 0;
-    while (!rc && !done && produced < n_max && zl_seq_room(seq) > 0) {
+    g_interrupt = 0;
+    while (!rc && !done && !g_interrupt && produced < n_max && zl_seq_room(seq) > 0) {
         int32_t toks[17];
         int got = zl_seq_step(seq, toks, n_max - produced < 17 ? (int)(n_max - produced) : 17, &err);
         if (got < 0) { rc = 1; break; }
@@ -138,7 +159,7 @@ static int answer(zl_llm *llm, zl_seq *seq, const zl_chat_fmt *fmt, const conv *
     if (rc) return cli_fail("%s", err.msg[0] ? err.msg : "out of memory");
     fprintf(stderr, "zerolayer: %d new prompt tokens (%d cached) in %.0f ms; %d tokens in %.0f ms (%.1f tok/s)%s\n",
             (int)n_ids - common, common, t_prefill * 1e3, produced, t_gen * 1e3,
-            produced / (t_gen > 0 ? t_gen : 1e-9), done ? "" : " [cut at -n]");
+            produced / (t_gen > 0 ? t_gen : 1e-9), done ? "" : g_interrupt ? " [stopped]" : " [cut at -n]");
     return 0;
 }
 
@@ -197,15 +218,39 @@ int cmd_chat(int argc, char **argv) {
     int base = 0, rc = 0, tty = isatty(0);
     if (system && conv_add(&c, "system", system, strlen(system))) rc = cli_fail("out of memory");
     base = c.n;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
     char *line = NULL;
     size_t cap = 0;
     while (!rc) {
         if (tty) { fputs("> ", stderr); fflush(stderr); }
+        g_interrupt = 0;
+        errno = 0;
         ssize_t n = getline(&line, &cap, stdin);
+        if (n < 0 && errno == EINTR) { clearerr(stdin); if (tty) fputc('\n', stderr); continue; }
         if (n < 0) break;
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         if (!strcmp(line, "/exit")) break;
         if (!strcmp(line, "/reset")) { conv_clear(&c, base); zl_seq_truncate(seq, 0); continue; }
+        if (!strncmp(line, "/system ", 8) || !strcmp(line, "/system")) {
+            const char *t = line[7] ? line + 8 : "";
+            conv_clear(&c, 0);
+            base = 0;
+            if (*t && conv_add(&c, "system", t, strlen(t))) { rc = cli_fail("out of memory"); break; }
+            base = c.n;
+            zl_seq_truncate(seq, 0);
+            fprintf(stderr, "zerolayer: system prompt %s; conversation reset\n", *t ? "set" : "cleared");
+            continue;
+        }
+        if (!strncmp(line, "/save ", 6)) {
+            if (conv_save(&c, line + 6)) fprintf(stderr, "zerolayer: cannot write %s\n", line + 6);
+            else fprintf(stderr, "zerolayer: saved %d messages to %s\n", c.n, line + 6);
+            continue;
+        }
+        if (line[0] == '/') { fprintf(stderr, "zerolayer: unknown command %s (/reset, /system TEXT, /save FILE, /exit)\n", line); continue; }
         if (n == 0) continue;
         if (conv_add(&c, "user", line, (size_t)n)) { rc = cli_fail("out of memory"); break; }
         char *reply = NULL;

@@ -1,21 +1,38 @@
 /* cpu.h — run-time CPU feature detection and the ISA level.
  *
  * Kernels are chosen from what the CPU reports, never from compile flags, so
- * one binary runs on scalar-only, AVX2 and AVX-512 machines.  The environment
- * variable ZL_ISA=scalar|avx2|avx512 caps the level for the whole process (as
- * if the CPU had no more), read once at the first call.
+ * one binary runs on scalar-only, AVX2 and AVX-512 machines (x86-64), or on
+ * plain NEON, NEON+dotprod and NEON+i8mm machines (AArch64).  A level is a
+ * rank within the architecture the binary is built for: 0 is the scalar
+ * reference everywhere, and 1.. name that architecture's levels in order
+ * (so ZL_ISA_AVX2 and ZL_ISA_NEON are both 1; only one set exists in a
+ * build).  The environment variable ZL_ISA caps the level for the whole
+ * process (as if the CPU had no more), read once at the first call:
+ * scalar|avx2|avx512 on x86-64, scalar|neon|neon-dotprod|neon-i8mm on
+ * AArch64; another architecture's name is ignored like any unknown one.
  *
  * Thread contract: detection runs once (pthread_once); every function may be
  * called from any thread. */
 #ifndef ZL_CPU_H
 #define ZL_CPU_H
 
-typedef enum { ZL_ISA_SCALAR = 0, ZL_ISA_AVX2 = 1, ZL_ISA_AVX512 = 2 } zl_isa;
+typedef enum {
+    ZL_ISA_SCALAR = 0,
+    /* x86-64 */
+    ZL_ISA_AVX2 = 1,
+    ZL_ISA_AVX512 = 2,
+    /* AArch64: ASIMD; + SDOT/UDOT (FEAT_DotProd); + SMMLA (FEAT_I8MM) */
+    ZL_ISA_NEON = 1,
+    ZL_ISA_NEON_DOTPROD = 2,
+    ZL_ISA_NEON_I8MM = 3,
+    ZL_ISA_TOP = 3 /* no architecture has a level above this: zl_cpu_set_isa(ZL_ISA_TOP) = the best */
+} zl_isa;
 
 typedef struct zl_cpu {
     int avx2, fma, f16c;              /* AVX2 level needs all three */
     int avx512f, avx512bw, avx512vl, avx512dq; /* AVX-512 level needs all four */
     int avx512vnni, avx512vbmi, avx512bf16;    /* extensions, asked for by kernels */
+    int asimd, dotprod, i8mm;         /* AArch64 (HWCAP_ASIMD, HWCAP_ASIMDDP, HWCAP2_I8MM) */
 } zl_cpu;
 
 /* The features CPUID reports (not capped by ZL_ISA). */
@@ -31,7 +48,8 @@ zl_isa zl_cpu_isa(void);
  * not a crash, but a pass would mix levels). */
 zl_isa zl_cpu_set_isa(zl_isa want);
 const char *zl_isa_name(zl_isa isa);
-/* "scalar" | "avx2" | "avx512" -> level; -1 for anything else. */
+/* A level name of this build's architecture ("scalar", "avx2", "neon-i8mm", ...)
+ * -> level; -1 for anything else. */
 int zl_isa_from_name(const char *name, zl_isa *out);
 
 #endif

@@ -58,6 +58,16 @@ typedef void (*zl_quant_fn)(const float *x, void *dst, int64_t n);
 zl_quant_fn zl_quant_fn_avx2(zl_type partner);
 zl_quant_fn zl_quant_fn_avx512(zl_type partner);
 
+/* AArch64 NEON (kernels_neon*.c; built only there).  level is a zl_isa
+ * (ZL_ISA_NEON .. ZL_ISA_NEON_I8MM) the caller knows the CPU has; each gives
+ * the kernel of the best level <= level, NULL where none.  The quantised
+ * kernels return the scalar reference's bits at every level. */
+zl_dot_fn zl_dot_fn_neon(int level, zl_type t);
+zl_dot4_fn zl_dotT_fn_neon(int level, zl_type t, int T); /* T = 2..8 tokens */
+zl_quant_fn zl_quant_fn_neon(zl_type partner);           /* bit-identical to zl_quantize_row */
+/* kernels_neon_dotprod.c's quantised kernels (one token, many[T] for T = 2..8). */
+int zl_neon_dotprod_kernels(zl_type t, zl_dot_fn *one, const zl_dot4_fn **many);
+
 /* The 6-bit (scale, min) pair of sub-block j of a Q4_K / Q5_K super-block. */
 static inline void zl_kscale(int j, const uint8_t *q, int *sc, int *m) {
     if (j < 4) {

@@ -51,6 +51,23 @@ static void *work_reserve(zl_work *w, size_t bytes) {
     return p;
 }
 
+#if defined(__aarch64__)
+/* The NEON level for isa (which tests may ask above the CPU's): capped by
+ * what this process may run; ZL_ISA_SCALAR (0) means the reference. */
+static int neon_level(int isa) {
+    int top = (int)zl_cpu_max_isa();
+    return isa < top ? isa : top;
+}
+
+static zl_dot_fn pick_dot(int isa, zl_type t) {
+    zl_dot_fn f = neon_level(isa) >= ZL_ISA_NEON ? zl_dot_fn_neon(neon_level(isa), t) : NULL;
+    return f ? f : zl_dot_fn_ref(t);
+}
+
+static zl_quant_fn pick_quant(int isa, zl_type partner) {
+    return neon_level(isa) >= ZL_ISA_NEON ? zl_quant_fn_neon(partner) : NULL;
+}
+#else
 /* Whether this process may run level isa (the CPU's level, capped by ZL_ISA). */
 static int isa_supported(int isa) { return isa <= (int)zl_cpu_max_isa(); }
 
@@ -75,6 +92,8 @@ static zl_quant_fn pick_quant(int isa, zl_type partner) {
     if (!f && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2)) f = zl_quant_fn_avx2(partner);
     return f;
 }
+
+#endif
 
 float zl_vec_dot_isa(int isa, zl_type t, const void *wrow, const void *xrow, int64_t n) {
     zl_dot_fn f = pick_dot(isa, t);
@@ -241,6 +260,11 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
     pl->dot = pick_dot(isa, t);
     size_t xrow = zl_row_size(pl->partner, cols);
     if (!pl->dot || !xrow || zl_row_size(t, cols) == 0) return 0;
+#if defined(__aarch64__)
+    if (neon_level(isa) >= ZL_ISA_NEON)
+        for (int k = 2; k <= 8; k++) pl->dotk[k] = zl_dotT_fn_neon(neon_level(isa), t, k);
+    if (pl->partner == ZL_TYPE_F32) return 1;
+#else
     int avx512 = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512);
     pl->dotk[4] = pick_dot4(isa, t);
     if (avx512 && zl_dot_fn_avx512(t) && pl->dotk[4] && zl_dotT_fn_avx512(t, 4) == pl->dotk[4]) {
@@ -252,6 +276,7 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
     pl->prep = avx512 && zl_prep_kernel_avx512(t, &pl->pk);
     if (!pl->prep && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(t)))
         pl->prep = zl_prep_kernel_avx2(t, &pl->pk);
+#endif
     pl->qstride = round_up(xrow, ZL_WORK_ALIGN);
     if (pl->prep) {
         pl->pstride = round_up(pl->pk.size(cols), ZL_WORK_ALIGN);

@@ -157,14 +157,17 @@ zl_quant_fn zl_quant_fn_neon(zl_type partner) {
 
 /* ---- dispatch --------------------------------------------------------- */
 
-/* The one-token kernel and the T-token ones of the best level <= level for t. */
-static int neon_kernels(int level, zl_type t, zl_dot_fn *one, const zl_dot4_fn **many) {
+/* The one-token kernel and the T-token ones of the best level <= level for t;
+ * *two_rows stays NULL below i8mm. */
+static int neon_kernels(int level, zl_type t, zl_dot_fn *one, const zl_dot4_fn **many, const zl_dot2r_fn **two_rows) {
+    *two_rows = NULL;
     switch (t) {
     case ZL_TYPE_F32: *one = f32_1; *many = f32_many; return 1;
     case ZL_TYPE_F16: *one = f16_1; *many = f16_many; return 1;
     case ZL_TYPE_BF16: *one = bf16_1; *many = bf16_many; return 1;
     default: break;
     }
+    if (level >= ZL_ISA_NEON_I8MM && zl_neon_i8mm_kernels(t, one, many, two_rows)) return 1;
     if (level >= ZL_ISA_NEON_DOTPROD && zl_neon_dotprod_kernels(t, one, many)) return 1;
     return level >= ZL_ISA_NEON && level_kernels(t, one, many);
 }
@@ -172,14 +175,24 @@ static int neon_kernels(int level, zl_type t, zl_dot_fn *one, const zl_dot4_fn *
 zl_dot_fn zl_dot_fn_neon(int level, zl_type t) {
     zl_dot_fn one;
     const zl_dot4_fn *many;
-    return neon_kernels(level, t, &one, &many) ? one : NULL;
+    const zl_dot2r_fn *two;
+    return neon_kernels(level, t, &one, &many, &two) ? one : NULL;
 }
 
 zl_dot4_fn zl_dotT_fn_neon(int level, zl_type t, int T) {
     zl_dot_fn one;
     const zl_dot4_fn *many;
-    if (T < 2 || T > 8 || !neon_kernels(level, t, &one, &many)) return NULL;
+    const zl_dot2r_fn *two;
+    if (T < 2 || T > 8 || !neon_kernels(level, t, &one, &many, &two)) return NULL;
     return many[T];
+}
+
+zl_dot2r_fn zl_dot2r_fn_neon(int level, zl_type t, int T) {
+    zl_dot_fn one;
+    const zl_dot4_fn *many;
+    const zl_dot2r_fn *two;
+    if (T < 2 || T > 8 || !neon_kernels(level, t, &one, &many, &two) || !two) return NULL;
+    return two[T];
 }
 
 #else

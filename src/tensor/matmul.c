@@ -112,6 +112,7 @@ typedef struct {
     const zl_mat *W;
     zl_dot_fn dot;
     zl_dot4_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2..8), or NULL */
+    zl_dot2r_fn dot2r[9]; /* dot2r[k]: two weight rows at once with k tokens, or NULL */
     const uint8_t *xq;
     size_t xq_stride;
     float *y;
@@ -167,8 +168,19 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
         for (; t + k <= n_tok; t += k) {
             const int pf = pf_batch && t == 0;
             const uint8_t *xt = p->xq + (size_t)t * p->xq_stride;
-            float *yt = p->y + (int64_t)t * p->ldy, out[8];
-            for (int64_t r = r0; r < r1; r++) {
+            float *yt = p->y + (int64_t)t * p->ldy, out[16];
+            int64_t r = r0;
+            if (p->dot2r[k])
+                for (; r + 2 <= r1; r += 2) {
+                    const uint8_t *row = w + (size_t)r * rb;
+                    if (pf) prefetch_ahead(row, row + 2 * rb);
+                    p->dot2r[k](row, rb, xt, p->xq_stride, cols, out);
+                    for (int q = 0; q < k; q++) {
+                        yt[q * p->ldy + r] = out[q];
+                        yt[q * p->ldy + r + 1] = out[k + q];
+                    }
+                }
+            for (; r < r1; r++) {
                 const uint8_t *row = w + (size_t)r * rb;
                 if (pf) prefetch_ahead(row, row + rb);
                 f(row, xt, p->xq_stride, cols, out);
@@ -248,6 +260,7 @@ static void quant_rows(void *ctx, int ith, int nth) {
 typedef struct { /* how one weight type reads its input */
     zl_dot_fn dot;
     zl_dot4_fn dotk[9];
+    zl_dot2r_fn dot2r[9];
     zl_type partner;
     int prep;
     zl_prep_kernel pk;
@@ -262,7 +275,12 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
     if (!pl->dot || !xrow || zl_row_size(t, cols) == 0) return 0;
 #if defined(__aarch64__)
     if (neon_level(isa) >= ZL_ISA_NEON)
-        for (int k = 2; k <= 8; k++) pl->dotk[k] = zl_dotT_fn_neon(neon_level(isa), t, k);
+        for (int k = 2; k <= 8; k++) {
+            pl->dotk[k] = zl_dotT_fn_neon(neon_level(isa), t, k);
+            pl->dot2r[k] = zl_dot2r_fn_neon(neon_level(isa), t, k);
+        }
+    if (pl->dot2r[2]) /* i8mm: token groups of even width, where the two-row kernels are */
+        pl->dotk[3] = pl->dotk[5] = pl->dotk[7] = NULL;
     if (pl->partner == ZL_TYPE_F32) return 1;
 #else
     int avx512 = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512);
@@ -331,6 +349,7 @@ static int matmul_run(const zl_mat *const *W, int nm, const float *x, int64_t ld
         p->ldy = ldy[k];
         p->dot = pl->dot;
         memcpy(p->dotk, pl->dotk, sizeof p->dotk);
+        memcpy(p->dot2r, pl->dot2r, sizeof p->dot2r);
         if (same_as[k] >= 0) {
             p->xq = j.m[src].xq;
             p->xq_stride = j.m[src].xq_stride;

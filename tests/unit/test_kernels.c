@@ -1010,14 +1010,32 @@ Test(fixtures, real_tensors) {
         cr_expect(seen[must[i]] > 0, "no %s tensor in the fixtures", tname(must[i]));
 }
 
+/* ---- the ISA level ------------------------------------------------------ */
+
+/* The level names of this architecture round-trip; with ZL_EXPECT_ISA set
+ * (make test-aarch64 sets it beside ZL_ISA or a QEMU_CPU model) the level
+ * this process runs is exactly that one. */
+Test(cpu, level_names_and_cap) {
+    for (int i = ZL_ISA_SCALAR; i <= max_isa(); i++) {
+        zl_isa back;
+        cr_assert_eq(zl_isa_from_name(zl_isa_name((zl_isa)i), &back), 0, "%s", zl_isa_name((zl_isa)i));
+        cr_assert_eq((int)back, i);
+    }
+    zl_isa dummy;
+    cr_assert_eq(zl_isa_from_name("sse9", &dummy), -1);
+    const char *want = getenv("ZL_EXPECT_ISA");
+    if (want) cr_assert_str_eq(zl_isa_name(zl_cpu_max_isa()), want, "running at %s", zl_isa_name(zl_cpu_max_isa()));
+}
+
 /* ---- AArch64 NEON levels ---------------------------------------------- */
 #if defined(__aarch64__)
 static int is_float_type(zl_type t) { return t == ZL_TYPE_F32 || t == ZL_TYPE_F16 || t == ZL_TYPE_BF16; }
 
-/* Every NEON level's one-token and 2..8-token kernels: quantised types give
- * the scalar reference's bits exactly (integer sums are exact and the float
- * steps are the reference's); float types are within the rounding bound;
- * each token of a T-token kernel is bit-identical to the one-token kernel. */
+/* Every NEON level's one-token, 2..8-token and (i8mm) two-row kernels:
+ * quantised types give the scalar reference's bits exactly (integer sums are
+ * exact and the float steps are the reference's); float types are within the
+ * rounding bound; each (row, token) of a multi-token kernel is bit-identical
+ * to the one-token kernel. */
 Test(neon, every_level_every_width) {
     const int64_t sizes[] = {7, 32, 96, 256, 512, 1280, 4352, 11008};
     const int top = max_isa();
@@ -1031,22 +1049,41 @@ Test(neon, every_level_every_width) {
                 int64_t n = sizes[si];
                 if (n % zl_type_traits_of(t)->blck) continue;
                 size_t xs = zl_row_size(p, n) + 20; /* rows apart by a stride that is not the row size */
-                uint8_t *w = malloc(zl_row_size(t, n)), *x = malloc(8 * xs);
+                size_t ws = zl_row_size(t, n) + 12; /* two weight rows, for the two-row kernels */
+                uint8_t *w = malloc(2 * ws), *x = malloc(8 * xs);
                 random_weight_row(t, w, n);
+                random_weight_row(t, w + ws, n);
                 for (int k = 0; k < 8; k++) random_partner_row(p, x + k * xs, n);
-                float ones[8];
+                float ones[8], ones2[8];
                 for (int k = 0; k < 8; k++) {
                     const uint8_t *xk = x + k * xs;
                     float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, xk, n);
                     ones[k] = one(w, xk, n);
+                    ones2[k] = one(w + ws, xk, n);
                     if (is_float_type(t)) {
                         double sc = abs_dot(t, w, p, xk, n, NULL);
                         REQUIRE(fabs((double)ones[k] - ref) <= 1e-5 * sc, "%s %s n=%ld: %.9g vs ref %.9g",
                                 zl_isa_name(level), tname(t), (long)n, ones[k], ref);
                     } else {
-                        REQUIRE(memcmp(&ones[k], &ref, sizeof ref) == 0, "%s %s n=%ld: %.9g vs ref %.9g (not bit-identical)",
-                                zl_isa_name(level), tname(t), (long)n, ones[k], ref);
+                        float ref2 = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w + ws, xk, n);
+                        REQUIRE(memcmp(&ones[k], &ref, sizeof ref) == 0 && memcmp(&ones2[k], &ref2, sizeof ref) == 0,
+                                "%s %s n=%ld: %.9g vs ref %.9g (not bit-identical)", zl_isa_name(level), tname(t),
+                                (long)n, ones[k], ref);
                     }
+                }
+                for (int T = 2; T <= 8; T++) {
+                    zl_dot2r_fn f2 = zl_dot2r_fn_neon(level, t, T);
+                    int want2 = level >= ZL_ISA_NEON_I8MM && !is_float_type(t) && T % 2 == 0;
+                    REQUIRE(!f2 == !want2, "%s %s: two-row %d-token kernel %s", zl_isa_name(level), tname(t), T,
+                            f2 ? "where none belongs" : "missing");
+                    if (!f2) continue;
+                    float two[16];
+                    f2(w, ws, x, xs, n, two);
+                    for (int k = 0; k < T; k++)
+                        REQUIRE(memcmp(&two[k], &ones[k], sizeof(float)) == 0 &&
+                                    memcmp(&two[T + k], &ones2[k], sizeof(float)) == 0,
+                                "%s %s two rows x %d tokens n=%ld tok %d: %.9g %.9g vs one-token %.9g %.9g",
+                                zl_isa_name(level), tname(t), T, (long)n, k, two[k], two[T + k], ones[k], ones2[k]);
                 }
                 for (int T = 2; T <= 8; T++) {
                     zl_dot4_fn f = zl_dotT_fn_neon(level, t, T);

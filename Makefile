@@ -76,7 +76,7 @@ test-aarch64:
 	cmake -S . -B $(AARCH64_BUILD) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
 	  -DCMAKE_BUILD_TYPE=Release -DZL_ENGINE_ONLY=ON $(CMAKE_ARGS)
 	cmake --build $(AARCH64_BUILD) -j $(JOBS)
-	cd $(AARCH64_BUILD) && QEMU_CPU=max ctest --output-on-failure -j 1
+	cd $(AARCH64_BUILD) && QEMU_CPU=max ctest --output-on-failure -j $(JOBS)
 	@echo "== a CPU without dotprod/i8mm (cortex-a53): detection picks plain NEON"
 	QEMU_CPU=cortex-a53 $(QEMU_AARCH64) $(AARCH64_BUILD)/tests/test_kernels --filter 'neon/*'
 	QEMU_CPU=cortex-a53 ZL_EXPECT_ISA=neon $(QEMU_AARCH64) $(AARCH64_BUILD)/tests/test_kernels --filter 'cpu/*'

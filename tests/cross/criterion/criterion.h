@@ -59,6 +59,8 @@ void criterion_finalize(struct criterion_test_set *set);
 #define cr_assert_str_eq(a, b, ...) ZL_CR(1, strcmp((a), (b)) == 0, #a " == " #b " (strings)", __VA_ARGS__)
 #define cr_expect_eq(a, b, ...) ZL_CR(0, (a) == (b), #a " == " #b, __VA_ARGS__)
 #define cr_expect_lt(a, b, ...) ZL_CR(0, (a) < (b), #a " < " #b, __VA_ARGS__)
+#define cr_expect_geq(a, b, ...) ZL_CR(0, (a) >= (b), #a " >= " #b, __VA_ARGS__)
+#define cr_expect_str_eq(a, b, ...) ZL_CR(0, strcmp((a), (b)) == 0, #a " == " #b " (strings)", __VA_ARGS__)
 #define cr_expect_null(a, ...) ZL_CR(0, (a) == NULL, #a " == NULL", __VA_ARGS__)
 #define cr_expect_float_eq(a, b, eps, ...)                                                      \
     ZL_CR(0, (a) - (b) <= (eps) && (b) - (a) <= (eps), #a " ~= " #b, __VA_ARGS__)

@@ -118,6 +118,7 @@ static void gen_pump(zl_gen *g, int i) {
             size_t len = 0;
             const char *s = zl_stream_feed(c->st, t->id, &len);
             gen_absorb(g, c, s, len);
+            if (c->held_tokens > c->held_peak) c->held_peak = c->held_tokens;
         }
         c->n_read += n;
         if (c->end) return;

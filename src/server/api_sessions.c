@@ -446,8 +446,8 @@ static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, 
         if (!zl_conn_alive(r->fd)) { zl_job_cancel(j); }
         zl_sched_wait(srv->sched, 25);
     }
-    zl_job_times t;
-    zl_job_get_times(srv->sched, j, &t);
+    zl_job_report t;
+    zl_job_get_report(srv->sched, j, &t);
     zl_job_release(j);
     if (fin == ZL_FINISH_ERROR) return sess_error(r, 500, "internal", "prefill failed: %s", t.error);
     ret = zl_reply_json(r, 200,

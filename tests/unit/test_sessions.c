@@ -55,8 +55,8 @@ static int run_job(zl_sessions *ss, const char *tenant, const char *sid, int pre
         if (!fin) zl_sched_wait(g_sched, 20);
     }
     cr_assert_neq(fin, ZL_FINISH_ERROR);
-    zl_job_times t;
-    zl_job_get_times(g_sched, j, &t);
+    zl_job_report t;
+    zl_job_get_report(g_sched, j, &t);
     if (cached) *cached = t.n_cached;
     for (int i = 0; i < got; i++) out[i] = buf[i].id;
     zl_job_release(j);
@@ -344,8 +344,8 @@ static int finish(zl_job *j, int32_t *out, int *cached) {
         if (!fin) zl_sched_wait(g_sched, 20);
     }
     cr_assert_neq(fin, ZL_FINISH_ERROR);
-    zl_job_times t;
-    zl_job_get_times(g_sched, j, &t);
+    zl_job_report t;
+    zl_job_get_report(g_sched, j, &t);
     if (cached) *cached = t.n_cached;
     for (int i = 0; out && i < got; i++) out[i] = buf[i].id;
     zl_job_release(j);

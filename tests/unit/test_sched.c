@@ -121,59 +121,48 @@ static void reference(int max_tokens, run_out *ref) {
     cr_assert_eq(ref->n, max_tokens);
 }
 
+#if ZL_FAULTS
+/* Arm site (skip passes succeed, the next fails), run the prompt: it must end
+ * with ENOMEM after delivering `delivered` tokens, those of the undisturbed
+ * run; then the next job on the same scheduler must decode that run exactly. */
+static void fault_then_recover(zl_fault_site site, int skip, int max_tokens, int delivered, int retryable) {
+    run_out ref, o;
+    reference(max_tokens, &ref);
+    zl_sched *s = sched_make(2);
+    zl_fault_arm(site, skip, 1);
+    run_one(s, k_prompt, max_tokens, NULL, &o);
+    cr_assert_eq(zl_fault_fired(site), 1);
+    expect_oom(&o, retryable);
+    cr_assert_eq(o.n, delivered);
+    same_prefix(&o, &ref, delivered);
+    if (!delivered) cr_assert_eq(o.rep.t_first, 0);
+    run_one(s, k_prompt, max_tokens, NULL, &o);
+    cr_assert_eq(o.fin, ZL_FINISH_LENGTH, "the next job: finish %d (%s)", (int)o.fin, o.rep.error);
+    cr_assert_eq(o.n, max_tokens);
+    same_prefix(&o, &ref, max_tokens);
+    zl_sched_free(s);
+}
+#define FAULT_THEN_RECOVER(...) fault_then_recover(__VA_ARGS__)
+#else
+#define FAULT_THEN_RECOVER(...) (void)0
+#endif
+
+/* nothing produced: the request may be retried */
 Test(sched_fault, first_push_fails_the_job_then_the_next_succeeds, .init = setup, .fini = teardown) {
     NEED_FAULTS();
-#if ZL_FAULTS
-    run_out ref, o;
-    reference(40, &ref);
-    zl_sched *s = sched_make(2);
-    zl_fault_arm(ZL_FAULT_JOB_PUSH, 0, 1);
-    run_one(s, k_prompt, 40, NULL, &o);
-    cr_assert_eq(zl_fault_fired(ZL_FAULT_JOB_PUSH), 1);
-    expect_oom(&o, 1); /* nothing produced: the request may be retried */
-    cr_assert_eq(o.n, 0);
-    run_one(s, k_prompt, 40, NULL, &o);
-    cr_assert_eq(o.fin, ZL_FINISH_LENGTH, "the next job: finish %d (%s)", (int)o.fin, o.rep.error);
-    cr_assert_eq(o.n, 40);
-    same_prefix(&o, &ref, 40);
-    zl_sched_free(s);
-#endif
+    FAULT_THEN_RECOVER(ZL_FAULT_JOB_PUSH, 0, 40, 0, 1);
 }
 
+/* the array's first growth succeeds (64 tokens), the second fails; tokens
+ * were streamed: not retryable */
 Test(sched_fault, push_failing_mid_stream_keeps_what_was_sent, .init = setup, .fini = teardown) {
     NEED_FAULTS();
-#if ZL_FAULTS
-    run_out ref, o;
-    reference(100, &ref);
-    zl_sched *s = sched_make(2);
-    zl_fault_arm(ZL_FAULT_JOB_PUSH, 1, 1); /* the array's first growth succeeds (64 tokens), the second fails */
-    run_one(s, k_prompt, 100, NULL, &o);
-    expect_oom(&o, 0); /* tokens were streamed: not retryable */
-    cr_assert_eq(o.n, 64);
-    same_prefix(&o, &ref, 64);
-    run_one(s, k_prompt, 100, NULL, &o);
-    cr_assert_eq(o.fin, ZL_FINISH_LENGTH, "%s", o.rep.error);
-    same_prefix(&o, &ref, 100);
-    zl_sched_free(s);
-#endif
+    FAULT_THEN_RECOVER(ZL_FAULT_JOB_PUSH, 1, 100, 64, 0);
 }
 
 Test(sched_fault, sequence_allocation_fails_before_start, .init = setup, .fini = teardown) {
     NEED_FAULTS();
-#if ZL_FAULTS
-    run_out ref, o;
-    reference(24, &ref);
-    zl_sched *s = sched_make(2);
-    zl_fault_arm(ZL_FAULT_SEQ_NEW, 0, 1);
-    run_one(s, k_prompt, 24, NULL, &o);
-    cr_assert_eq(zl_fault_fired(ZL_FAULT_SEQ_NEW), 1);
-    expect_oom(&o, 1);
-    cr_assert_eq(o.rep.t_first, 0);
-    run_one(s, k_prompt, 24, NULL, &o);
-    cr_assert_eq(o.fin, ZL_FINISH_LENGTH, "%s", o.rep.error);
-    same_prefix(&o, &ref, 24);
-    zl_sched_free(s);
-#endif
+    FAULT_THEN_RECOVER(ZL_FAULT_SEQ_NEW, 0, 24, 0, 1);
 }
 
 /* A batch whose evaluator cannot allocate fails the jobs in it, and only

@@ -213,6 +213,39 @@ const int32_t *zl_seq_tokens(const zl_seq *s, int *n) {
     return s->tokens;
 }
 
+zl_llm *zl_seq_llm(const zl_seq *s) { return s->llm; }
+
+zl_kv_type zl_seq_kv_type(const zl_seq *s) {
+    return s->kv->type == ZL_TYPE_F32 ? ZL_KV_F32 : s->kv->type == ZL_TYPE_Q8_0 ? ZL_KV_Q8_0 : ZL_KV_F16;
+}
+
+zl_kv_policy_kind zl_seq_kv_policy(const zl_seq *s) { return (zl_kv_policy_kind)s->kv->policy.kind; }
+
+/* Bytes of the first `rows` rows of one layer's K (or V). */
+static size_t kv_region(const zl_seq *s, int rows) {
+    if (rows < 0) rows = 0;
+    if (rows > s->kv->n_ctx) rows = s->kv->n_ctx;
+    return (size_t)rows * s->kv->row_bytes;
+}
+
+int zl_seq_kv_n_pieces(const zl_seq *s, int rows, size_t piece_bytes) {
+    size_t region = kv_region(s, rows);
+    if (!piece_bytes || !region) return 0;
+    return 2 * s->kv->n_layers * (int)((region + piece_bytes - 1) / piece_bytes);
+}
+
+size_t zl_seq_kv_piece(zl_seq *s, int rows, size_t piece_bytes, int p, void **at) {
+    *at = NULL;
+    if (p < 0 || p >= zl_seq_kv_n_pieces(s, rows, piece_bytes)) return 0;
+    size_t region = kv_region(s, rows);
+    int per = (int)((region + piece_bytes - 1) / piece_bytes);
+    int layer = p / (2 * per), which = (p / per) % 2, sub = p % per;
+    uint8_t *base = which ? zl_kv_v(s->kv, layer, 0) : zl_kv_k(s->kv, layer, 0);
+    size_t off = (size_t)sub * piece_bytes;
+    *at = base + off;
+    return region - off < piece_bytes ? region - off : piece_bytes;
+}
+
 /* The public enum is the KV layer's, value for value. */
 _Static_assert(ZL_KV_POLICY_FULL == (int)ZL_KVP_FULL && ZL_KV_POLICY_WINDOW == (int)ZL_KVP_WINDOW &&
                    ZL_KV_POLICY_ANCHOR == (int)ZL_KVP_ANCHOR && ZL_KVP_COUNT == 3,

@@ -1,6 +1,6 @@
 /* api_sessions.c — sessions over HTTP: create/get/delete/flush, typing-ahead
  * prefill, and the per-request glue that puts every generation through the
- * session store and the tenant's prefix cache (engine/session.h).
+ * session store and the tenant's prefix cache (runtime/session.h).
  *
  * Tenants: the API key when keys are configured, otherwise the body's `user`
  * / `metadata.user_id`, else the X-Zerolayer-User header, else "anonymous";

@@ -1,5 +1,5 @@
 /* test_sessions.c — sessions and the prefix cache at the engine level
- * (engine/session.h, engine/prefix_cache.h, zl_seq_copy_prefix) on
+ * (runtime/session.h, runtime/prefix_cache.h, zl_seq_copy_prefix) on
  * stories260K: continuation, prefix reuse and typing-ahead give the tokens of
  * the stateless run; tenants never see each other's cache; flush, expiry and
  * eviction zero the KV memory; statuses for unknown/foreign/expired ids; the
@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "engine/engine_internal.h"
-#include "engine/prefix_cache.h"
-#include "engine/session.h"
+#include "runtime/prefix_cache.h"
+#include "runtime/session.h"
 #include "kv/kv.h"
 #include "zerolayer.h"
 

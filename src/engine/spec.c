@@ -383,6 +383,7 @@ int zl_llm_open_truncated(zl_llm **out, zl_llm *llm, int n_layers, zl_err *err) 
     *d = *llm;
     d->model = m;
     d->batch_fwd = NULL;
+    d->batch_buf = (zl_batch_buf){0};
     d->borrowed = 1;
     snprintf(d->desc, sizeof d->desc, "first %d layers of %s", n_layers, llm->desc);
     *out = d;

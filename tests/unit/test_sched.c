@@ -7,7 +7,9 @@
  *  - a stopped scheduler refuses submits with ZL_EINVAL (never queues);
  *  - zl_job_ctl.kv_window reaches the sequence's anchor policy (heavy
  *    hitters) and the job decodes as a sequence driven by hand with the same
- *    policy does.
+ *    policy does;
+ *  - the batch evaluator's buffers belong to their handle (a truncated view
+ *    made after a batch has its own).
  * References are runs of the same model through zl_seq_* (no scheduler) or
  * through the scheduler without a fault. */
 #include <criterion/criterion.h>
@@ -276,4 +278,31 @@ Test(sched, kv_window_needs_the_anchor_policy, .init = setup, .fini = teardown) 
     cr_assert(strstr(o.rep.error, "anchor policy"), "%s", o.rep.error);
     cr_assert_eq(o.rep.retryable, 0);
     zl_sched_free(s);
+}
+
+/* The batch evaluator's buffers belong to the handle that grew them: a
+ * truncated view made after zl_llm_eval_batch ran has its own (closing both
+ * frees each once; a shared buffer would be freed twice). */
+Test(batch, truncated_view_owns_its_buffers, .init = setup, .fini = teardown) {
+    zl_err err = {0};
+    zl_seq *a, *b;
+    cr_assert_eq(zl_seq_new(&a, g_llm, NULL, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_seq_new(&b, g_llm, NULL, &err), 0, "%s", err.msg);
+    int32_t ids[] = {1, 400, 401};
+    zl_batch_item it[2] = {{a, ids, 3}, {b, ids, 2}};
+    cr_assert_eq(zl_llm_eval_batch(g_llm, it, 2, &err), 0, "%s", err.msg);
+    zl_llm *view;
+    cr_assert_eq(zl_llm_open_truncated(&view, g_llm, 2, &err), 0, "%s", err.msg);
+    zl_seq *c;
+    cr_assert_eq(zl_seq_new(&c, view, NULL, &err), 0, "%s", err.msg);
+    zl_batch_item one = {c, ids, 3};
+    cr_assert_eq(zl_llm_eval_batch(view, &one, 1, &err), 0, "%s", err.msg);
+    zl_seq_free(c);
+    zl_llm_close(view);
+    /* the target's buffers still work after the view is gone */
+    zl_batch_item again[2] = {{a, ids, 1}, {b, ids, 1}};
+    cr_assert_eq(zl_llm_eval_batch(g_llm, again, 2, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_seq_n_past(a), 4);
+    zl_seq_free(a);
+    zl_seq_free(b);
 }

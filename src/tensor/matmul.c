@@ -63,7 +63,7 @@ static zl_dot_fn pick_dot(int isa, zl_type t) {
 }
 
 /* A four-token kernel only where the single-token one comes from the same level. */
-static zl_dot4_fn pick_dot4(int isa, zl_type t) {
+static zl_dot_multi_fn pick_dot4(int isa, zl_type t) {
     if (isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512) && zl_dot_fn_avx512(t)) return zl_dot4_fn_avx512(t);
     if (isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && zl_dot_fn_avx2(t)) return zl_dot4_fn_avx2(t);
     return NULL;
@@ -92,7 +92,7 @@ float zl_vec_dot(zl_type t, const void *wrow, const void *xrow, int64_t n) {
 typedef struct {
     const zl_mat *W;
     zl_dot_fn dot;
-    zl_dot4_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2..8), or NULL */
+    zl_dot_multi_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2..8), or NULL */
     const uint8_t *xq;
     size_t xq_stride;
     float *y;
@@ -143,7 +143,7 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
     int t = 0;
     for (int wi = 0; wi < 7; wi++) {
         const int k = widths[wi];
-        zl_dot4_fn f = p->dotk[k];
+        zl_dot_multi_fn f = p->dotk[k];
         if (!f) continue;
         for (; t + k <= n_tok; t += k) {
             const int pf = pf_batch && t == 0;
@@ -228,7 +228,7 @@ static void quant_rows(void *ctx, int ith, int nth) {
 
 typedef struct { /* how one weight type reads its input */
     zl_dot_fn dot;
-    zl_dot4_fn dotk[9];
+    zl_dot_multi_fn dotk[9];
     zl_type partner;
     int prep;
     zl_prep_kernel pk;

@@ -532,7 +532,7 @@ Test(vec_dot, prepared_kernels_avx2) {
                         (long)n, k, out[k], r);
             }
             /* Q4_1 / Q5_0 / Q5_1 come in every width 2..8 */
-            zl_dot4_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
+            zl_dot_multi_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
             if (t == ZL_TYPE_Q4_1 || t == ZL_TYPE_Q5_0 || t == ZL_TYPE_Q5_1) {
                 uint8_t *xp8 = aligned_alloc(64, 8 * ps), *x1 = malloc(xs);
                 float one[8], many[8];
@@ -567,7 +567,7 @@ Test(vec_dot, four_token_kernels) {
     const int64_t sizes[] = {7, 16, 172, 256, 1280};
     for (int level = ZL_ISA_AVX2; level <= max_isa(); level++)
     for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
-        zl_dot4_fn f = level == ZL_ISA_AVX512 ? zl_dot4_fn_avx512(ts[ti]) : zl_dot4_fn_avx2(ts[ti]);
+        zl_dot_multi_fn f = level == ZL_ISA_AVX512 ? zl_dot4_fn_avx512(ts[ti]) : zl_dot4_fn_avx2(ts[ti]);
         if (!f) continue;
         zl_type t = ts[ti], p = zl_dot_partner(t);
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -592,7 +592,7 @@ Test(vec_dot, four_token_kernels) {
                 zl_dot_fn one = zl_dot_fn_avx512(t);
                 int Ts[7] = {2, 3, 4, 5, 6, 7, 8};
                 for (int ti2 = 0; ti2 < 7; ti2++) {
-                    zl_dot4_fn g = zl_dotT_fn_avx512(t, Ts[ti2]);
+                    zl_dot_multi_fn g = zl_dotT_fn_avx512(t, Ts[ti2]);
                     cr_assert(g, "%s: no %d-token kernel", tname(t), Ts[ti2]);
                     float many[8];
                     g(w, x8, xs, n, many);
@@ -797,7 +797,7 @@ Test(vec_dot, prepared_kernels) {
                         pk.prep(x1, xp8 + k * ps, n);
                         one[k] = pk.dot(w, xp8 + k * ps, n);
                     }
-                    zl_dot4_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
+                    zl_dot_multi_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
                     int ks[7] = {2, 3, 4, 5, 6, 7, 8};
                     for (int fi = 0; fi < 7; fi++) {
                         cr_assert(fs[fi], "%s: no %d-token kernel", tname(t), ks[fi]);

@@ -38,6 +38,9 @@ typedef struct zl_llm_opts {
     int prefetch_layers; /* read-ahead depth in layers: 0 = default (2), < 0 = off */
     int kv_layer_max;    /* bounded KV policies: most entries one layer may keep, e.g. the context the
                             model was trained on when its file claims more (0 = the sequence's context) */
+    const char *isa;     /* kernel level of this handle: NULL or "" = the best the CPU has (after the
+                            ZL_ISA cap), else "scalar" | "avx2" | "avx512", capped by the CPU; handles
+                            at different levels run side by side in one process */
 } zl_llm_opts;
 
 /* Pull every page of the weights into the page cache (reads the file once);
@@ -57,6 +60,8 @@ int32_t zl_llm_eos(const zl_llm *llm);
 int zl_llm_is_eog(const zl_llm *llm, int32_t token);
 /* One-line description: architecture, size, tensor types. */
 const char *zl_llm_desc(const zl_llm *llm);
+/* The kernel level this handle runs at: "scalar" | "avx2" | "avx512". */
+const char *zl_llm_isa(const zl_llm *llm);
 /* Bytes of weights in the file. */
 uint64_t zl_llm_weight_bytes(const zl_llm *llm);
 

@@ -190,7 +190,7 @@ int cmd_chat(int argc, char **argv) {
     if (tpl_name && tpl_file) return cli_fail("--chat-template and --chat-template-file exclude each other");
     if (!model) model = cli_default_model();
     zl_err err = {0};
-    zl_llm_opts lo = {(int)threads, 0, 0, 0, 2, 0};
+    zl_llm_opts lo = {(int)threads, 0, 0, 0, 2, 0, NULL};
     zl_llm *llm;
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     zl_chat_fmt fmt;

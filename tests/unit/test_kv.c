@@ -23,7 +23,7 @@
 
 static zl_llm *open_model(void) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
     return llm;

@@ -62,6 +62,23 @@ int zl_llm_is_eog(const zl_llm *llm, int32_t token);
 const char *zl_llm_desc(const zl_llm *llm);
 /* The kernel level this handle runs at: "scalar" | "avx2" | "avx512". */
 const char *zl_llm_isa(const zl_llm *llm);
+
+/* ---- model metadata ----
+ * The model file's key/value pairs by key ("general.architecture",
+ * "tokenizer.chat_template", "llama.context_length", ...), read from the open
+ * handle: no file is opened.  Each returns 0, or ZL_EINVAL when the key is
+ * absent or holds another kind of value (ZL_ERANGE: an array index past its
+ * end).  Strings point into the handle: *len bytes, not NUL-terminated, valid
+ * until zl_llm_close. */
+int zl_llm_meta_str(const zl_llm *llm, const char *key, const char **s, size_t *len);
+/* Integers and booleans (any width, when the value fits). */
+int zl_llm_meta_int(const zl_llm *llm, const char *key, int64_t *out);
+/* Floats, and integers as floats. */
+int zl_llm_meta_float(const zl_llm *llm, const char *key, double *out);
+/* Arrays: the element count, then element i of a string or numeric array. */
+int zl_llm_meta_arr_len(const zl_llm *llm, const char *key, size_t *n);
+int zl_llm_meta_arr_str(const zl_llm *llm, const char *key, size_t i, const char **s, size_t *len);
+int zl_llm_meta_arr_num(const zl_llm *llm, const char *key, size_t i, double *out);
 /* Bytes of weights in the file. */
 uint64_t zl_llm_weight_bytes(const zl_llm *llm);
 

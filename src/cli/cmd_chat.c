@@ -195,7 +195,7 @@ int cmd_chat(int argc, char **argv) {
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     zl_chat_fmt fmt;
     memset(&fmt, 0, sizeof fmt);
-    if (zl_chat_fmt_setup(&fmt, llm, model, tpl_name, tpl_file, &err)) {
+    if (zl_chat_fmt_setup(&fmt, llm, tpl_name, tpl_file, &err)) {
         zl_llm_close(llm);
         return cli_fail("%s", err.msg);
     }

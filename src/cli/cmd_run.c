@@ -148,7 +148,7 @@ int cmd_run(int argc, char **argv) {
         int nm = 0;
         if (system) msgs[nm++] = (zl_chat_msg){"system", system};
         msgs[nm++] = (zl_chat_msg){"user", prompt};
-        if (!zl_chat_fmt_setup(&fmt, llm, model, NULL, NULL, &err)) {
+        if (!zl_chat_fmt_setup(&fmt, llm, NULL, NULL, &err)) {
             rendered = zl_chat_fmt_render(&fmt, msgs, nm, &err);
             special = zl_chat_fmt_parse_special(&fmt);
             zl_chat_fmt_free(&fmt);

@@ -233,6 +233,14 @@ typedef struct zl_spec_stats {
     uint64_t resumed; /* verify steps that ran only the layers after a self-draft's (see below) */
 } zl_spec_stats;
 void zl_seq_spec_stats(const zl_seq *s, zl_spec_stats *st);
+/* Give the sequence's ring a verify-cost curve (cost[i] = forward over i + 1
+ * tokens / over one, n entries); after zl_seq_set_spec, which resets the
+ * ring.  No effect while the ring is off. */
+void zl_seq_set_ring_cost(zl_seq *s, const float *cost, int n);
+/* Measure that curve on llm: the best of `reps` timings of a forward over k
+ * tokens (all logits, as a verification needs) at `depth` cached tokens,
+ * divided by the one-token time, for k = 1..n.  Returns 0 or an error. */
+int zl_llm_verify_cost(zl_llm *llm, int depth, int n, int reps, float *cost, zl_err *err);
 /* A draft model made of the first n_layers of llm (self-speculation): shares
  * llm's weights; close it before llm.  Drafting for a sequence of llm, it
  * runs in that sequence's own cache and the verify pass resumes after its

@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "../base/clock.h"
-#include "../engine/spec.h"
 #include "../server/chat_template.h"
 #include "cli.h"
 #include "zerolayer.h"

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/spec.h"
 #include "../server/server.h"
 #include "cli.h"
 #include "zerolayer.h"

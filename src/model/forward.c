@@ -356,11 +356,7 @@ int zl_forward_part(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, in
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];
     }
     if (part && part->x_out) memcpy(part->x_out, x, (size_t)n * dim * sizeof *x);
-    for (int i = 0; i < n; i++) {
-        zl_kv *kv = kvs[toks[i].seq];
-        int *used = part && part->keep_used ? &kv->n_dirty : &kv->n_used;
-        if (toks[i].pos + 1 > *used) *used = toks[i].pos + 1;
-    }
+    for (int i = 0; i < n; i++) zl_kv_cover(kvs[toks[i].seq], toks[i].pos, part && part->keep_used);
     if (!n_out) return 0;
     if (l_end == hp->n_layers) zl_prefetch_layer(m->prefetch, hp->n_layers - 1); /* output matrix, then the first layers again */
     int o = 0;

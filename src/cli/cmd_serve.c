@@ -96,8 +96,7 @@ static void serve_usage(FILE *f) {
           "  --kv-budget B           tokens kept under a bounded policy: a count, or a fraction of --ctx (0.25)\n"
           "                          (requests override all of these: X-Zerolayer-* headers, body \"zerolayer\")\n"
           "  --kv-layer-max N        most tokens one layer keeps under a bounded policy (default: --ctx; the\n"
-          "                          model's training context when its file claims more)\n"
-          "  --debug-step-ms N       sleep after each engine step (tests only)\n",
+          "                          model's training context when its file claims more)\n",
           f);
 }
 
@@ -135,7 +134,6 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("--step-tokens", 1, 1 << 16, o.sched.step_tokens)
         NEXT_INT("-t", 1, 1024, threads)
         NEXT_INT("--threads", 1, 1024, threads)
-        NEXT_INT("--debug-step-ms", 0, 10000, o.sched.debug_step_ms)
         NEXT_INT("--prefetch-layers", 0, 1024, prefetch)
         NEXT_INT("--ring", 1, 16, ring)
         NEXT_INT("--draft-layers", 1, 100000, draft_layers)
@@ -291,6 +289,16 @@ int cmd_serve(int argc, char **argv) {
     o.model_aliases = aliases;
     o.n_models = n_more;
     o.model_path = model ? model : cli_default_model();
+#ifdef ZL_TEST_HOOKS
+    /* the test build's binary only (tests/CMakeLists.txt): slow every engine
+     * step down so tests can hold requests in flight */
+    const char *step_ms = getenv("ZL_TEST_STEP_MS");
+    long ms;
+    if (step_ms) {
+        if (cli_int("ZL_TEST_STEP_MS", step_ms, 0, 10000, &ms)) { free(keys); return 1; }
+        o.sched.debug_step_ms = (int)ms;
+    }
+#endif
     zl_err err = {0};
     zl_llm *llm = NULL;
     /* Every request's sequence allocates its KV cache (tens of MiB at a long

@@ -3,7 +3,6 @@
  * repetitions, for every combination of the comma-separated lists, plus the
  * machine's measured read bandwidth and tg as a share of the bandwidth
  * ceiling (bandwidth / weight bytes read per token). */
-#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -306,7 +305,6 @@ static int batch_bench(const char *model, const long *sizes, int n_sizes, int th
     zl_err err = {0};
     zl_llm_opts lo = {threads, 0, 0, 0, prefetch ? prefetch : -1, 0, NULL};
     zl_llm *llm;
-    mallopt(M_MMAP_THRESHOLD, 4 << 20); /* as `serve` (its KV caches stay fresh mmap'd pages) */
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     if (n <= 0) n = 64;
     printf("model: %s\n%s, %d threads, %d generated tokens per sequence, best of %d\n\n", model, zl_llm_desc(llm),

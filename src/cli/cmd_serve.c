@@ -1,7 +1,6 @@
 /* cmd_serve.c — `zerolayer serve`: parse flags, load the model, run the
  * HTTP server (src/server) until SIGINT/SIGTERM. */
 #include <dirent.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,16 +300,6 @@ int cmd_serve(int argc, char **argv) {
 #endif
     zl_err err = {0};
     zl_llm *llm = NULL;
-    /* Every request's sequence allocates its KV cache (tens of MiB at a long
-     * context) on the engine thread.  glibc raises its mmap threshold to the
-     * size of the first such block freed, after which these blocks come from
-     * the heap and calloc clears them: ~13 ms per admission on the 1.1B model
-     * at --ctx 2048, serial before the step that prefills them.  A fixed
-     * threshold keeps them fresh zero pages (faulted as rows are written) and
-     * gives their memory back to the system when the request ends; 4 MiB
-     * keeps per-step buffers (a batch's logits: 32 rows of a 32k vocabulary)
-     * on the heap. */
-    mallopt(M_MMAP_THRESHOLD, 4 << 20);
     zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1, .kv_layer_max = layer_max};
     o.llm_opts = lo;
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }

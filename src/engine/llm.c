@@ -24,7 +24,7 @@ int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err 
     if (opts) o = *opts;
     zl_llm *llm = calloc(1, sizeof *llm);
     if (!llm) return zl_errf(err, ZL_ENOMEM, "out of memory");
-    zl_model_opts mo = {o.no_mmap, o.populate};
+    zl_model_opts mo = {o.no_mmap, o.populate, o.isa};
     int rc = zl_model_load(&llm->model, path, &mo, err);
     if (rc && rc != ZL_EIO) { /* a vocabulary-only file deserves a plainer word than its missing tensors */
         zl_gguf *g;

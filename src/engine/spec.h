@@ -10,7 +10,8 @@
  *                       sampling: rejection sampling), roll back the rest
  *
  * zl_seq_step (zerolayer.h) is these three for one sequence.  Not part of
- * the public API: the scheduler uses it, and `serve` the verify-cost pieces. */
+ * the public API: only the scheduler uses it (the verify-cost pieces the CLI
+ * needs are in zerolayer.h). */
 #ifndef ZL_SPEC_H
 #define ZL_SPEC_H
 
@@ -48,14 +49,5 @@ const zl_fwd_part *zl_spec_verify_part(zl_seq *s, const int32_t *ids, int n, zl_
  * seconds: wall time of the step for the ring's pay-off measurement (<= 0:
  * not timed, e.g. the batch also carried prompt chunks). */
 int zl_spec_accept(zl_seq *s, const zl_verify *v, double seconds, int32_t *out, int32_t *next);
-
-/* Give the sequence's ring a verify-cost curve (zl_ring_set_cost: cost[i] =
- * forward over i + 1 tokens / over one); after zl_seq_set_spec, which resets
- * the ring.  No effect while the ring is off. */
-void zl_seq_set_ring_cost(zl_seq *s, const float *cost, int n);
-/* Measure that curve on llm: the best of `reps` timings of a forward over k
- * tokens (all logits, as a verification needs) at `depth` cached tokens,
- * divided by the one-token time, for k = 1..n.  Returns 0 or an error. */
-int zl_llm_verify_cost(zl_llm *llm, int depth, int n, int reps, float *cost, zl_err *err);
 
 #endif

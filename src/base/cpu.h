@@ -9,10 +9,12 @@
  * build).  The environment variable ZL_ISA caps the level for the whole
  * process (as if the CPU had no more), read once at the first call:
  * scalar|avx2|avx512 on x86-64, scalar|neon|neon-dotprod|neon-i8mm on
- * AArch64; another architecture's name is ignored like any unknown one.
+ * AArch64; another architecture's name is ignored like any unknown one.  Nothing
+ * here picks the level a computation runs at: each model handle holds its own
+ * kernel table (tensor/kernels.h), chosen when it is opened.
  *
- * Thread contract: detection runs once (pthread_once); every function may be
- * called from any thread. */
+ * Thread contract: detection runs once (pthread_once) and its results never
+ * change after; every function may be called from any thread. */
 #ifndef ZL_CPU_H
 #define ZL_CPU_H
 
@@ -25,7 +27,7 @@ typedef enum {
     ZL_ISA_NEON = 1,
     ZL_ISA_NEON_DOTPROD = 2,
     ZL_ISA_NEON_I8MM = 3,
-    ZL_ISA_TOP = 3 /* no architecture has a level above this: zl_cpu_set_isa(ZL_ISA_TOP) = the best */
+    ZL_ISA_TOP = 3 /* no architecture has a level above this: zl_cpu_cap_isa(ZL_ISA_TOP) = the best */
 } zl_isa;
 
 typedef struct zl_cpu {
@@ -39,15 +41,12 @@ typedef struct zl_cpu {
 const zl_cpu *zl_cpu_get(void);
 /* The highest level this process may use: the CPU's, capped by ZL_ISA. */
 zl_isa zl_cpu_max_isa(void);
-/* The level kernels dispatch to now: zl_cpu_max_isa() unless set below. */
-zl_isa zl_cpu_isa(void);
-/* Switches dispatch for the WHOLE PROCESS to min(want, zl_cpu_max_isa()) and
- * returns the level set.  For tests and benchmarks that compare levels in one
- * process: call it only while no forward pass or kernel runs on any thread
- * (each call to a dispatcher reads the level once, so a concurrent switch is
- * not a crash, but a pass would mix levels). */
-zl_isa zl_cpu_set_isa(zl_isa want);
+/* min(want, zl_cpu_max_isa()): the level a handle asking for want gets. */
+zl_isa zl_cpu_cap_isa(zl_isa want);
 const char *zl_isa_name(zl_isa isa);
+/* This architecture's level names for messages: "scalar, avx2, avx512" or
+ * "scalar, neon, neon-dotprod, neon-i8mm". */
+const char *zl_isa_names(void);
 /* A level name of this build's architecture ("scalar", "avx2", "neon-i8mm", ...)
  * -> level; -1 for anything else. */
 int zl_isa_from_name(const char *name, zl_isa *out);

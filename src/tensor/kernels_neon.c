@@ -85,7 +85,7 @@ ZL_INLINE void dot_float(const zl_type t, const uint8_t *w, const uint8_t *x, si
         return o;                                                                                  \
     }                                                                                              \
     ZL_NEON_FLOAT_MANY(name, type, 2) ZL_NEON_FLOAT_MANY(name, type, 3) ZL_NEON_FLOAT_MANY(name, type, 4) \
-    static const zl_dot4_fn name##_many[9] = {NULL, NULL, name##_2, name##_3, name##_4, NULL, NULL, NULL, NULL};
+    static const zl_dot_multi_fn name##_many[9] = {NULL, NULL, name##_2, name##_3, name##_4, NULL, NULL, NULL, NULL};
 #define ZL_NEON_FLOAT_MANY(name, type, T)                                                    \
     static void name##_##T(const void *w, const void *x, size_t xs, int64_t n, float *out) { \
         dot_float(type, w, x, xs, n, out, T);                                                \
@@ -159,7 +159,7 @@ zl_quant_fn zl_quant_fn_neon(zl_type partner) {
 
 /* The one-token kernel and the T-token ones of the best level <= level for t;
  * *two_rows stays NULL below i8mm. */
-static int neon_kernels(int level, zl_type t, zl_dot_fn *one, const zl_dot4_fn **many, const zl_dot2r_fn **two_rows) {
+static int neon_kernels(int level, zl_type t, zl_dot_fn *one, const zl_dot_multi_fn **many, const zl_dot2r_fn **two_rows) {
     *two_rows = NULL;
     switch (t) {
     case ZL_TYPE_F32: *one = f32_1; *many = f32_many; return 1;
@@ -174,14 +174,14 @@ static int neon_kernels(int level, zl_type t, zl_dot_fn *one, const zl_dot4_fn *
 
 zl_dot_fn zl_dot_fn_neon(int level, zl_type t) {
     zl_dot_fn one;
-    const zl_dot4_fn *many;
+    const zl_dot_multi_fn *many;
     const zl_dot2r_fn *two;
     return neon_kernels(level, t, &one, &many, &two) ? one : NULL;
 }
 
-zl_dot4_fn zl_dotT_fn_neon(int level, zl_type t, int T) {
+zl_dot_multi_fn zl_dotT_fn_neon(int level, zl_type t, int T) {
     zl_dot_fn one;
-    const zl_dot4_fn *many;
+    const zl_dot_multi_fn *many;
     const zl_dot2r_fn *two;
     if (T < 2 || T > 8 || !neon_kernels(level, t, &one, &many, &two)) return NULL;
     return many[T];
@@ -189,7 +189,7 @@ zl_dot4_fn zl_dotT_fn_neon(int level, zl_type t, int T) {
 
 zl_dot2r_fn zl_dot2r_fn_neon(int level, zl_type t, int T) {
     zl_dot_fn one;
-    const zl_dot4_fn *many;
+    const zl_dot_multi_fn *many;
     const zl_dot2r_fn *two;
     if (T < 2 || T > 8 || !neon_kernels(level, t, &one, &many, &two) || !two) return NULL;
     return two[T];

@@ -6,7 +6,7 @@
 #define ZL_NEON_LEVEL 2
 #include "kernels_neon.inc"
 
-int zl_neon_dotprod_kernels(zl_type t, zl_dot_fn *one, const zl_dot4_fn **many) {
+int zl_neon_dotprod_kernels(zl_type t, zl_dot_fn *one, const zl_dot_multi_fn **many) {
     return level_kernels(t, one, many);
 }
 #else

@@ -204,7 +204,7 @@ ZL_I8MM_TYPE(q4_k, ZL_TYPE_Q4_K)
 ZL_I8MM_TYPE(q5_k, ZL_TYPE_Q5_K)
 ZL_I8MM_TYPE(q6_k, ZL_TYPE_Q6_K)
 
-int zl_neon_i8mm_kernels(zl_type t, zl_dot_fn *one, const zl_dot4_fn **many, const zl_dot2r_fn **two_rows) {
+int zl_neon_i8mm_kernels(zl_type t, zl_dot_fn *one, const zl_dot_multi_fn **many, const zl_dot2r_fn **two_rows) {
 #define ZL_CASE(name, type) \
     case type: *two_rows = name##_2r; break;
     switch (t) {

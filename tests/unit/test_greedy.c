@@ -29,11 +29,12 @@ static int load_ids(int32_t *ids) {
 
 /* 200 greedy ids from BOS; with `prefill` the first half of want is fed back
  * as one batch after BOS and only the rest is generated */
-static void greedy(const char *path, int threads, int prefill, const int32_t *want) {
+static void greedy(const char *path, zl_isa isa, int threads, int prefill, const int32_t *want) {
     zl_err err = {0};
-    zl_llm_opts lo = {threads, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {threads, 0, 0, 0, -1, 0, zl_isa_name(isa)};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, path, &lo, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(zl_llm_isa(llm), zl_isa_name(isa));
     zl_seq_opts so = {256, ZL_KV_F16, zl_sampling_defaults()};
     so.sampling.temp = 0;
     zl_seq *s;
@@ -48,7 +49,7 @@ static void greedy(const char *path, int threads, int prefill, const int32_t *wa
     for (; i < N_GREEDY; i++) {
         tok = zl_seq_sample(s);
         cr_assert_eq(tok, want[i], "%s isa %s threads %d prefill %d: token %d is %d, llama.cpp's is %d", path,
-                     zl_isa_name(zl_cpu_isa()), threads, prefill, i, (int)tok, (int)want[i]);
+                     zl_isa_name(isa), threads, prefill, i, (int)tok, (int)want[i]);
         cr_assert_eq(zl_seq_eval(s, &tok, 1, 1, NULL, &err), 0, "%s", err.msg);
     }
     zl_seq_free(s);
@@ -58,14 +59,10 @@ static void greedy(const char *path, int threads, int prefill, const int32_t *wa
 static void every_level(const char *path) {
     int32_t want[N_GREEDY + 1];
     cr_assert_eq(load_ids(want), N_GREEDY);
-    zl_isa top = zl_cpu_set_isa(ZL_ISA_TOP);
-    for (int isa = ZL_ISA_SCALAR; isa <= (int)top; isa++) {
-        zl_cpu_set_isa((zl_isa)isa);
-        for (int prefill = 0; prefill <= 1; prefill++) greedy(path, 1, prefill, want);
-    }
-    zl_cpu_set_isa(top); /* rows split over two threads: the same tokens */
-    greedy(path, 2, 1, want);
-    zl_cpu_set_isa(ZL_ISA_TOP);
+    const zl_isa top = zl_cpu_max_isa();
+    for (int isa = ZL_ISA_SCALAR; isa <= (int)top; isa++)
+        for (int prefill = 0; prefill <= 1; prefill++) greedy(path, (zl_isa)isa, 1, prefill, want);
+    greedy(path, top, 2, 1, want); /* rows split over two threads: the same tokens */
 }
 
 Test(greedy, stories260K_f32) { every_level(FIX "stories260K.gguf"); }

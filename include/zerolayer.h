@@ -199,6 +199,17 @@ int zl_seq_copy_prefix(zl_seq *dst, const zl_seq *src, int n, zl_err *err);
 int zl_seq_set_sampling(zl_seq *s, const zl_sampling *p, zl_err *err);
 /* Bytes of KV memory holding cached tokens (K+V, all layers). */
 size_t zl_seq_kv_bytes_used(const zl_seq *s);
+/* The model a sequence was made for, and its KV element type and slicing policy. */
+zl_llm *zl_seq_llm(const zl_seq *s);
+zl_kv_type zl_seq_kv_type(const zl_seq *s);
+zl_kv_policy_kind zl_seq_kv_policy(const zl_seq *s);
+/* The KV memory of the first `rows` cache rows (every layer's K, then V),
+ * cut into pieces of at most piece_bytes, for touching a fresh sequence's
+ * pages before a request needs them: zl_seq_kv_n_pieces counts them,
+ * zl_seq_kv_piece returns piece p's size with its address in *at (0 when p is
+ * out of range). */
+int zl_seq_kv_n_pieces(const zl_seq *s, int rows, size_t piece_bytes);
+size_t zl_seq_kv_piece(zl_seq *s, int rows, size_t piece_bytes, int p, void **at);
 /* Exact arithmetic (for verification): f32 activations, f64 sums. */
 void zl_seq_set_exact(zl_seq *s, int exact);
 

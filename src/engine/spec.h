@@ -4,8 +4,8 @@
  * tokens and prompt chunks:
  *
  *   zl_spec_draft       t0 (the token about to be fed) + up to k drafts
- *   zl_spec_eval_batch  one forward over every item; ring items get the
- *                       logits of every position, the others of the last
+ *   zl_batch_eval       one forward over every item (batch.h); ring items
+ *                       get the logits of every position, the others of the last
  *   zl_spec_accept      accept the agreeing prefix (greedy: argmax;
  *                       sampling: rejection sampling), roll back the rest
  *
@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "../decode/ring.h"
+#include "../model/model.h"
 #include "zerolayer.h"
 
 typedef struct zl_verify {
@@ -34,10 +35,11 @@ int zl_seq_spec_budget(const zl_seq *s);
  * bounded by the ring's budget and the context room).  Fills v; returns the
  * number of drafts (0: plain step). */
 int zl_spec_draft(zl_seq *s, int32_t t0, int max_draft, zl_verify *v);
-/* zl_llm_eval_batch, except that an item i with ver[i] && ver[i]->n > 1
- * (its ids must be ver[i]->ids) gets the logits of all of its positions, for
- * zl_spec_accept.  ver may be NULL (no ring items). */
-int zl_spec_eval_batch(zl_llm *llm, const zl_batch_item *items, zl_verify *const *ver, int n_items, zl_err *err);
+/* The part of the forward a verification of ids (at the end of s) needs:
+ * when s's drafter already ran the first layers over exactly these tokens,
+ * the layers after them (counted in zl_spec_stats.resumed), else NULL: all
+ * of them.  part is the storage for the answer. */
+const zl_fwd_part *zl_spec_verify_part(zl_seq *s, const int32_t *ids, int n, zl_fwd_part *part);
 /* After the forward of v: accept drafts left to right while the target
  * agrees, roll back the KV / tokens / penalty history of the rejected ones.
  * Writes the accepted drafts to out and returns their count; *next gets the

@@ -405,7 +405,7 @@ typedef struct {
     int32_t tok[SJ_TOK];
     int n;
     zl_finish fin;
-    zl_job_times times;
+    zl_job_report times;
     int n_prompt, n_past_at_end; /* tokens the sequence had fed when the job handed it back */
     unsigned long long resumed;   /* verify steps that resumed after a self-draft's layers */
 } sj_out;
@@ -474,7 +474,7 @@ static void sched_run(zl_llm *llm, zl_llm *draft, const sj_in *in, int n, int n_
             if (f != ZL_FINISH_NONE) { out[i].fin = f; break; }
             if (!k) zl_sched_wait(s, 50);
         }
-        zl_job_get_times(s, jobs[i], &out[i].times);
+        zl_job_get_report(s, jobs[i], &out[i].times);
         zl_job_release(jobs[i]);
     }
     zl_sched_free(s);

@@ -80,3 +80,46 @@ for i, (form, b) in enumerate(bodies):
 write("anthropic", "bad_utf8", b"\0" + b'{"model":"x","max_tokens":4,"messages":[{"role":"user","content":"\xc3\x28"}]}')
 write("anthropic", "deep", b"\0" + b"[" * 2000 + b"]" * 2000)
 write("anthropic", "escapes", b"\1" + b'{"model":"\\u0000x","messages":[{"role":"user","content":"\\ud800\\udc00 \\u0000"}]}')
+
+# detok: a flags byte, then int16 ids of stories260K (byte tokens <0xXX> are id 3 + XX)
+def ids(*xs):
+    return struct.pack("<%dh" % len(xs), *xs)
+
+
+cafe = (280, 412, 431, 485, 410, 231, 187, 176, 233, 153, 138, 410, 243, 162, 155, 131, 410, 444)  # "café 中文 😀 x"
+for i, (flags, body) in enumerate([
+        (0, ids(*cafe)),
+        (4, ids(243, 162, 155, 410, 3 + 0xFF, 3 + 0xE4, 444, 3 + 0xC0, 3 + 0x80, 3 + 0xED, 3 + 0xA0, 3 + 0x80)),
+        (3, ids(1, 403, 407, 2, 261, 0, 378)),
+        (24, ids(*range(200, 260))),
+        (6, ids(-1, 280, 600, 412, 32767, -32768, 431, 3 + 0xF0, 3 + 0x9F)),
+        (20, ids(3 + 0xF0, 3 + 0x9F, 3 + 0x98, 3 + 0x80, 3 + 0xF0, 3 + 0x9F, 410, 3 + 0x98))]):
+    write("detok", "seed%d" % i, bytes([flags]) + body)
+
+# session_token: op byte 0 = a token checked as is, 1 = "id.created" minted then edited (pairs: position, byte)
+import hashlib
+import hmac
+
+KEY = b"zerolayer fuzz session key 0123\0"  # fuzz_session_token.c's key (32 bytes)
+TENANT_A = "key:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def token(sid, created, tenant=TENANT_A):
+    mac = hmac.new(KEY, ("%s\n%s\n%s" % (sid, tenant, created)).encode(), hashlib.sha256).hexdigest()
+    return "%s.%s.%s" % (sid, created, mac)
+
+
+good = token("zs_4f9a0c", "1764633600000")
+for i, body in enumerate([
+        good.encode(),
+        good.upper().encode(),
+        (good + ".x").encode(),
+        ("zs_4f9a0c.01764633600000." + good.split(".")[2]).encode(),
+        b"a.b.c", b"..", b"x" * 100 + b".1." + b"0" * 64,
+        b"zs_\xff\xfe.123." + b"f" * 64]):
+    write("session_token", "check%d" % i, b"\0" + body)
+for i, body in enumerate([
+        b"zs_4f9a0c.1764633600000\0" + bytes([5, ord("A"), 30, 0, 200, ord("0")]),
+        b"zs_4f9a0c\0" + bytes([255, ord(".")]),
+        b"s\0" + bytes([1, 0, 2, 0])]):
+    write("session_token", "edit%d" % i, b"\1" + body)

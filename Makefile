@@ -7,6 +7,8 @@
 #               level is missing are reported SKIPPED
 #   make test-real  fetch every model of tools/models.tsv, run the real-large tests
 #   make asan   the tests labelled asan under AddressSanitizer + UBSan
+#   make tsan   the tests labelled tsan (scheduler, sessions, server) under ThreadSanitizer;
+#               any race report fails the test
 #   make fuzz   the libFuzzer targets of tests/fuzz (clang), each FUZZ_SECONDS (default 60)
 #   make deps   install missing Debian packages (apt-get, as root; prints the command otherwise)
 #   make sdks   install the SDK clients the compat tests drive (npm ci in tests/compat,
@@ -14,6 +16,7 @@
 # CMAKE_ARGS is passed to the configure step (CI: CMAKE_ARGS=-DZL_WERROR=ON).
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = gguf tokenizer detok anthropic session_token
@@ -22,7 +25,7 @@ CMAKE_ARGS ?=
 DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs
 ZL          = $(BUILD)/bin/zerolayer
 
-.PHONY: all build run test test-real asan fuzz deps sdks clean
+.PHONY: all build run test test-real asan tsan fuzz deps sdks clean
 
 all: build
 
@@ -67,6 +70,13 @@ asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1 -L asan
 
+# halt_on_error: a race ends the process, so the test that ran it fails
+tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZL_TSAN=ON -DZL_BENCHES=OFF $(CMAKE_ARGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 $${TSAN_OPTIONS:-}" \
+	  ctest --output-on-failure -j 1 -L tsan
+
 # new inputs go to $(FUZZ_BUILD)/corpus/NAME; crashes to $(FUZZ_BUILD)/crash-* (add them to tests/fuzz/corpus/NAME)
 fuzz:
 	@if ! command -v clang >/dev/null 2>&1; then \
@@ -82,4 +92,4 @@ fuzz:
 	done
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

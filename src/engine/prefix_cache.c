@@ -200,7 +200,9 @@ static void seq_zero_free(zl_seq *q) {
 
 void zl_pcache_insert(zl_pcache *c, const char *tenant, zl_seq *src, int take) {
     int n = src->kv->n_used;
-    size_t bytes = 2 * (size_t)src->kv->n_layers * src->kv->row_bytes * (size_t)n;
+    /* what the entry holds: a snapshot n rows per layer, a sequence kept
+     * whole its whole allocation (n_ctx rows per layer, all of them memory) */
+    size_t bytes = 2 * (size_t)src->kv->n_layers * src->kv->row_bytes * (size_t)(take ? src->kv->n_ctx : n);
     if (!c || !c->max_bytes || n < c->block || src->kv->policy.kind != ZL_KVP_FULL || n != src->n_tokens ||
         bytes > c->max_bytes) {
         if (take) seq_zero_free(src);

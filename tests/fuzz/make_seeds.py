@@ -123,3 +123,28 @@ for i, body in enumerate([
         b"zs_4f9a0c\0" + bytes([255, ord(".")]),
         b"s\0" + bytes([1, 0, 2, 0])]):
     write("session_token", "edit%d" % i, b"\1" + body)
+
+# openai: the form byte first (0 = chat, 1 = completions)
+oai = [
+    (0, {"model": "x", "max_tokens": 16, "messages": [{"role": "user", "content": "Hello"}]}),
+    (0, {"model": "x", "max_tokens": 8, "stream": True, "stop": ["\n", "The"], "temperature": 0.5, "top_p": 0.9,
+         "n": 2, "seed": 7, "logit_bias": {"2": -100, "100": 5}, "logprobs": True, "top_logprobs": 2,
+         "user": "u1", "stream_options": {"include_usage": True},
+         "messages": [{"role": "system", "content": "Be brief."},
+                      {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "!"}]},
+                      {"role": "assistant", "content": None,
+                       "tool_calls": [{"id": "c1", "type": "function",
+                                       "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+                      {"role": "tool", "tool_call_id": "c1", "content": "42"}]}),
+    (0, {"model": "x", "messages": [{"role": "user", "content": "x"}],
+         "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+         "tool_choice": "auto", "response_format": {"type": "json_object"}, "max_completion_tokens": 4}),
+    (0, {"model": "x", "messages": [], "max_tokens": -1, "n": 1000, "stop": "x" * 300}),
+    (1, {"model": "x", "prompt": "Once upon a time", "max_tokens": 8, "echo": True, "suffix": None}),
+    (1, {"model": "x", "prompt": [[1, 403, 407], [600, -1], "text"], "max_tokens": 2, "n": 2}),
+    (1, {"model": "x", "prompt": [], "max_tokens": 2}),
+]
+for i, (form, b) in enumerate(oai):
+    write("openai", "seed%d" % i, bytes([form]) + json.dumps(b).encode())
+write("openai", "bad_utf8", b"\0" + b'{"model":"x","messages":[{"role":"user","content":"\xed\xa0\x80"}]}')
+write("openai", "nul_key", b"\1" + b'{"model":"x","prompt":"a","max_tokens\\u0000":1}')

@@ -19,7 +19,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = gguf tokenizer detok anthropic openai session_token
+FUZZ_TARGETS = gguf tokenizer detok anthropic openai session_token http
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs
@@ -85,7 +85,7 @@ fuzz:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DZL_FUZZ=ON -DZL_WERROR=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do \
-	  dict=; case $$t in gguf) dict=-dict=tests/fuzz/gguf.dict;; anthropic|openai) dict=-dict=tests/fuzz/json.dict;; esac; \
+	  dict=; case $$t in gguf) dict=-dict=tests/fuzz/gguf.dict;; anthropic|openai|http) dict=-dict=tests/fuzz/json.dict;; esac; \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
 	  (cd $(FUZZ_BUILD) && ./tests/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
 	     $$(echo $$dict | sed 's|=|=$(CURDIR)/|') corpus/$$t $(CURDIR)/tests/fuzz/corpus/$$t) || exit 1; \

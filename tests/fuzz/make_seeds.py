@@ -148,3 +148,34 @@ for i, (form, b) in enumerate(oai):
     write("openai", "seed%d" % i, bytes([form]) + json.dumps(b).encode())
 write("openai", "bad_utf8", b"\0" + b'{"model":"x","messages":[{"role":"user","content":"\xed\xa0\x80"}]}')
 write("openai", "nul_key", b"\1" + b'{"model":"x","prompt":"a","max_tokens\\u0000":1}')
+
+# http: byte 0 bit 0 = 0: raw request bytes; 1: byte 1 picks a route of fuzz_http.c's table, the rest is the body
+raw = [
+    b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 74\r\n\r\n"
+    b'{"model":"x","max_tokens":4,"messages":[{"role":"user","content":"Hi!!"}]}',
+    b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"10\r\n{\"model\":\"x\",\"ma\r\n3a\r\nx_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}\r\n0\r\n\r\n",
+    b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\nExpect: 100-continue\r\n\r\n",
+    b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n{\"a\":",
+    b"GET /health%00.json HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFF\r\nabc",
+    b"OPTIONS /v1/messages HTTP/1.1\r\nHost: x\r\nOrigin: http://evil\r\nAccess-Control-Request-Method: POST\r\n\r\n",
+    b"GET /v1/messages/batches/msgbatch_x/results HTTP/1.1\r\nHost: x\r\nx-api-key: k\r\n\r\n",
+    b"GET / HTTP/1.0\r\n\r\n",
+]
+for i, r in enumerate(raw):
+    write("http", "raw%d" % i, b"\0" + r)
+framed = [
+    (0, {"model": "x", "max_tokens": 3, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}),
+    (1, {"model": "x", "prompt": [1, 403], "max_tokens": 2}),
+    (2, {"model": "x", "max_tokens": 2, "stream": True, "messages": [{"role": "user", "content": "Hello"}]}),
+    (4, {"requests": [{"custom_id": "a", "params": {"model": "x", "max_tokens": 1,
+                                                    "messages": [{"role": "user", "content": "x"}]}}]}),
+    (5, {"content": "Once upon a time", "add_special": True}),
+    (6, {"tokens": [1, 403, 600, -1]}),
+    (7, {"model": "x", "input": ["a", "b"]}),
+    (8, {"user": "u"}),
+]
+for i, (route, b) in enumerate(framed):
+    write("http", "route%d" % i, bytes([1, route]) + json.dumps(b).encode())

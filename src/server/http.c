@@ -788,8 +788,8 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     fprintf(stderr, "zerolayer: shutting down\n");
     MHD_quiesce_daemon(srv->d);
     zl_sched_stop(srv->sched); /* cancels running jobs, so their streams end */
-    zl_batches_free(srv->batches);
-    MHD_stop_daemon(srv->d);
+    MHD_stop_daemon(srv->d);       /* no request thread runs after this ... */
+    zl_batches_free(srv->batches); /* ... so none can be reading the batches it frees */
     zl_models_free(srv);
     zl_sched_free(srv->sched);
     zl_sessions_free(srv->sessions);

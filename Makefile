@@ -70,11 +70,13 @@ asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1 -L asan
 
-# halt_on_error: a race ends the process, so the test that ran it fails
+# halt_on_error: a race ends the process, so the test that ran it fails;
+# ZL_TEST_TIME_SCALE: the e2e bounds on CPU time are 4x as loose (TSan is slower);
+# ZL_TEST_SANITIZER: the load tests skip their RSS bound
 tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZL_TSAN=ON -DZL_BENCHES=OFF $(CMAKE_ARGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
-	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 $${TSAN_OPTIONS:-}" \
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 $${TSAN_OPTIONS:-}" ZL_TEST_TIME_SCALE=4 ZL_TEST_SANITIZER=tsan \
 	  ctest --output-on-failure -j 1 -L tsan
 
 # new inputs go to $(FUZZ_BUILD)/corpus/NAME; crashes to $(FUZZ_BUILD)/crash-* (add them to tests/fuzz/corpus/NAME)

@@ -81,7 +81,8 @@ static json_t *error_json(const zl_req *r, zl_ekind kind, const char *param, con
                                         "api_error", "not_found_error"};
     json_t *j;
     int status;
-    /* the message may quote the request (a method, a URL): bytes that are not UTF-8 become U+FFFD */
+    /* the message and the parameter may quote the request (a method, a URL, a key): bytes that are not
+     * UTF-8 become U+FFFD */
     json_t *m = zl_json_lossy_string(msg, strlen(msg));
     if (r->api == ZL_API_ANTHROPIC) {
         status = st_ant[kind];
@@ -89,7 +90,7 @@ static json_t *error_json(const zl_req *r, zl_ekind kind, const char *param, con
     } else {
         status = st_oai[kind];
         j = json_pack("{s:{s:o, s:s, s:o, s:o}}", "error", "message", m, "type", t_oai[kind], "param",
-                      param && *param ? json_string(param) : json_null(), "code",
+                      param && *param ? zl_json_lossy_string(param, strlen(param)) : json_null(), "code",
                       c_oai[kind] ? json_string(c_oai[kind]) : json_null());
     }
     *status_out = status;

@@ -263,7 +263,8 @@ int zl_model_from_gguf(zl_model **out, zl_gguf *g, zl_err *err) {
         m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
         if (!m->layers) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
     }
-    int qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
+    /* products that read_hparams bounded: computed only once it succeeded */
+    int qd = rc ? 0 : hp->n_heads * hp->head_dim, kvd = rc ? 0 : hp->n_kv_heads * hp->head_dim;
     for (int l = 0; !rc && l < hp->n_layers; l++) {
         zl_layer *L = &m->layers[l];
         char n[96];

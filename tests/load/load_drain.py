@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# needs: test-hooks (ZL_TEST_STEP_MS)
 """load_drain.py — SIGTERM drains: the streams running when it arrives run
 to their end, while every new request (and /health) gets a 503 in its API's
 shape with Retry-After; the process then exits 0.  A stream longer than
@@ -41,8 +42,8 @@ def read_in_thread(streams):
 
 
 def drain_finishes_running_streams():
-    srv = Server(BIN, MODEL, ["-t", "1", "--parallel", "2", "--ctx", "256", "--debug-step-ms", "25",
-                              "--drain-timeout", "30"])
+    srv = Server(BIN, MODEL, ["-t", "1", "--parallel", "2", "--ctx", "256",
+                              "--drain-timeout", "30"], env={"ZL_TEST_STEP_MS": "25"})
     streams = start_streams(srv, 2, 80, logit_bias={"2": -100})
     ts = read_in_thread(streams)
     t0 = time.time()
@@ -75,7 +76,7 @@ def drain_finishes_running_streams():
 
 def drain_timeout_ends_long_streams():
     srv = Server(BIN, MODEL, ["-t", "1", "--parallel", "2", "--ctx", "256", "--kv-policy", "window",
-                              "--debug-step-ms", "20", "--drain-timeout", "2"])
+                              "--drain-timeout", "2"], env={"ZL_TEST_STEP_MS": "20"})
     streams = start_streams(srv, 1, 1 << 20, logit_bias={"2": -100})
     ts = read_in_thread(streams)
     t0 = time.time()
@@ -99,7 +100,7 @@ def drain_timeout_ends_long_streams():
 
 def second_signal_stops_at_once():
     srv = Server(BIN, MODEL, ["-t", "1", "--parallel", "2", "--ctx", "256", "--kv-policy", "window",
-                              "--debug-step-ms", "20", "--drain-timeout", "60"])
+                              "--drain-timeout", "60"], env={"ZL_TEST_STEP_MS": "20"})
     streams = start_streams(srv, 1, 1 << 20, logit_bias={"2": -100})
     ts = read_in_thread(streams)
     srv.proc.send_signal(signal.SIGTERM)

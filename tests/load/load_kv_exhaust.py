@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# needs: test-hooks (ZL_TEST_STEP_MS)
 """load_kv_exhaust.py — when every KV slot and queue place is taken, a new
 request is refused before it starts, in its API's shape (OpenAI 429
 rate_limit_error-style error, Anthropic 529 overloaded_error) with
@@ -20,7 +21,8 @@ N = 16
 
 def main():
     srv = Server(BIN, ROOT + "/models/stories260K.gguf",
-                 ["-t", "1", "--parallel", "2", "--queue", "2", "--ctx", "256", "--debug-step-ms", "5"] + sys.argv[3:])
+                 ["-t", "1", "--parallel", "2", "--queue", "2", "--ctx", "256"] + sys.argv[3:],
+                 env={"ZL_TEST_STEP_MS": "5"})
     failures, results = [], [None] * N
     lock = threading.Lock()
     try:

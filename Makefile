@@ -7,6 +7,8 @@
 #               level is missing are reported SKIPPED
 #   make test-real  fetch every model of tools/models.tsv, run the real-large tests
 #   make asan   the tests labelled asan under AddressSanitizer + UBSan
+#   make tsan   the tests labelled tsan (scheduler, sessions, server) under ThreadSanitizer;
+#               any race report fails the test
 #   make fuzz   the libFuzzer targets of tests/fuzz (clang), each FUZZ_SECONDS (default 60)
 #   make test-aarch64  cross-build the engine for AArch64 (gcc-aarch64-linux-gnu; the engine library
 #               and its tests only: no server or CLI, whose libraries would need arm64 multiarch) and
@@ -20,16 +22,17 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 AARCH64_BUILD ?= build-aarch64
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = gguf tokenizer anthropic
+FUZZ_TARGETS = gguf tokenizer detok anthropic openai session_token http
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs \
               gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 ZL          = $(BUILD)/bin/zerolayer
 
-.PHONY: all build run test test-real test-aarch64 asan fuzz deps sdks clean
+.PHONY: all build run test test-real test-aarch64 asan tsan fuzz deps sdks clean
 
 all: build
 
@@ -92,6 +95,15 @@ asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1 -L asan
 
+# halt_on_error: a race ends the process, so the test that ran it fails;
+# ZL_TEST_TIME_SCALE: the e2e bounds on CPU time are 4x as loose (TSan is slower);
+# ZL_TEST_SANITIZER: the load tests skip their RSS bound
+tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZL_TSAN=ON -DZL_BENCHES=OFF $(CMAKE_ARGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 $${TSAN_OPTIONS:-}" ZL_TEST_TIME_SCALE=4 ZL_TEST_SANITIZER=tsan \
+	  ctest --output-on-failure -j 1 -L tsan
+
 # new inputs go to $(FUZZ_BUILD)/corpus/NAME; crashes to $(FUZZ_BUILD)/crash-* (add them to tests/fuzz/corpus/NAME)
 fuzz:
 	@if ! command -v clang >/dev/null 2>&1; then \
@@ -100,11 +112,11 @@ fuzz:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DZL_FUZZ=ON -DZL_WERROR=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do \
-	  dict=; case $$t in gguf) dict=-dict=tests/fuzz/gguf.dict;; anthropic) dict=-dict=tests/fuzz/json.dict;; esac; \
+	  dict=; case $$t in gguf) dict=-dict=tests/fuzz/gguf.dict;; anthropic|openai|http) dict=-dict=tests/fuzz/json.dict;; esac; \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
 	  (cd $(FUZZ_BUILD) && ./tests/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
 	     $$(echo $$dict | sed 's|=|=$(CURDIR)/|') corpus/$$t $(CURDIR)/tests/fuzz/corpus/$$t) || exit 1; \
 	done
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -166,6 +166,8 @@ typedef struct zl_kv_stats {
     int cached, budget, anchors;
     uint64_t evicted;
     uint64_t bytes_per_token; /* K+V bytes of one cached token, all layers */
+    uint64_t bytes_held;      /* memory the cache holds now: its whole allocation when it came from the
+                                 heap (calloc'd and written), the pages its rows touch when it is a mapping */
 } zl_kv_stats;
 void zl_seq_kv_stats(const zl_seq *s, zl_kv_stats *st);
 /* zl_seq_eval with a per-token anchor mask (1 = never evict; may be NULL). */

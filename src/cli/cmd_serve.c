@@ -80,6 +80,9 @@ static void serve_usage(FILE *f) {
           "  --conns-per-ip N        connections at once from one address (default 64)\n"
           "  --idle-timeout S        close a connection that sends nothing for S seconds, e.g. partial\n"
           "                          headers (default 30; requests being answered are never cut)\n"
+          "  --drain-timeout S       on SIGTERM/SIGINT, answer new requests 503 and let those being answered\n"
+          "                          finish for up to S seconds (default 30; 0: stop at once; a second signal\n"
+          "                          stops at once)\n"
           "  --compute PRESET        default controls: exact (full KV, ring off), balanced (full KV + lookup\n"
           "                          ring 5), aggressive (anchor KV at 25% of the context + lookup ring)\n"
           "  --spec lookup|draft|off default verification ring (lossless speculative decoding; default off);\n"
@@ -106,6 +109,7 @@ int cmd_serve(int argc, char **argv) {
     o.sched.n_parallel = 8;
     o.sched.max_queue = 64;
     o.sched.step_tokens = 256;
+    int drain_s = 30;
     const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL, *draft_model = NULL,
                *ring_cost = NULL, *models_dir = NULL;
     float cost[CLI_RING_COST_MAX];
@@ -141,6 +145,7 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("--max-conns", 1, 1 << 20, o.max_conns)
         NEXT_INT("--conns-per-ip", 1, 1 << 20, o.conns_per_ip)
         NEXT_INT("--idle-timeout", 1, 86400, o.idle_timeout_s)
+        NEXT_INT("--drain-timeout", 0, 86400, drain_s)
 #undef NEXT_INT
         if (!strcmp(a, "--batch-retention")) {
             if (cli_int(a, v, 1, 1L << 30, &x)) { free(keys); return 1; }
@@ -269,6 +274,7 @@ int cmd_serve(int argc, char **argv) {
     if (ring) ctl->ring = ring;
     if (kv_policy && cli_kv_policy(kv_policy, &ctl->kv_policy)) { free(keys); return 1; }
     o.api_keys = keys;
+    o.drain_timeout_s = drain_s ? drain_s : -1;
     char **dir_models = NULL; /* kept until exit: the server holds the paths */
     int n_dir = 0;
     if (models_dir) {

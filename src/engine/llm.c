@@ -276,6 +276,7 @@ void zl_seq_kv_stats(const zl_seq *s, zl_kv_stats *st) {
     st->evicted = s->kv->evicted;
     st->anchors = zl_kv_n_anchor(s->kv);
     st->bytes_per_token = 2 * (uint64_t)s->kv->n_layers * s->kv->row_bytes;
+    st->bytes_held = zl_kv_bytes_held(s->kv);
 }
 
 int zl_seq_eval(zl_seq *s, const int32_t *ids, int n, int batch, float *all_logits, zl_err *err) {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pipeline.h"
+#include "openai.h"
 
 /* logit_bias: {"<token id>": bias in [-100, 100], ...} (OpenAI's shape);
  * the ids are checked against the model's vocabulary by the pipeline. */
@@ -276,7 +276,7 @@ static int parse_content(json_t *c, const char *path, zl_buf *out, zl_verr *e) {
     return 0;
 }
 
-static int parse_chat(json_t *b, zl_request *q, zl_verr *e) {
+int zl_oai_parse_chat(json_t *b, zl_request *q, zl_verr *e) {
     if (parse_common(b, q, e) < 0) return -1;
     int lp = 0;
     long long top = 0;
@@ -318,7 +318,7 @@ enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
     zl_request q;
     zl_verr e = {{0}, {0}};
     zl_request_init(&q, ZL_REQ_CHAT, b);
-    if (parse_chat(b, &q, &e) < 0) return zl_pipeline_reject(r, &q, &e);
+    if (zl_oai_parse_chat(b, &q, &e) < 0) return zl_pipeline_reject(r, &q, &e);
     return zl_pipeline_run(r, &q, &chat_emitter);
 }
 
@@ -339,7 +339,7 @@ static int add_prompt(zl_request *q, json_t *x, const char *param, zl_verr *e) {
 }
 
 /* prompt: "text" | ["text", ...] | [ids...] | [[ids...], ...] */
-static int parse_completion(json_t *b, zl_request *q, zl_verr *e) {
+int zl_oai_parse_completion(json_t *b, zl_request *q, zl_verr *e) {
     if (parse_common(b, q, e) < 0) return -1;
     long long lp = 0;
     int has_lp = zl_jv_int(b, "logprobs", "", 0, 0, 20, &lp, e);
@@ -368,7 +368,7 @@ enum MHD_Result zl_api_completions(zl_req *r, json_t *b) {
     zl_request q;
     zl_verr e = {{0}, {0}};
     zl_request_init(&q, ZL_REQ_COMPLETION, b);
-    if (parse_completion(b, &q, &e) < 0) return zl_pipeline_reject(r, &q, &e);
+    if (zl_oai_parse_completion(b, &q, &e) < 0) return zl_pipeline_reject(r, &q, &e);
     return zl_pipeline_run(r, &q, &text_emitter);
 }
 

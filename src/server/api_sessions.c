@@ -8,9 +8,8 @@
  * so a tenant string has a fixed size and two identities never share one
  * however long they are (zl_tenant_derive).
  *
- * Tokens: "<id>.<created ms>.<hex HMAC-SHA256(secret, id \n tenant \n created)>".
- * The tenant is not in the token: it is what the request authenticates as,
- * so another tenant's (or an altered, or forged) token fails the MAC -> 403.
+ * Tokens (sess_token.h) are HMACs of id, tenant and creation time; another
+ * tenant's (or an altered, or forged) token fails the MAC -> 403.
  * The secret is random per start unless --session-secret-file names a file
  * (its SHA-256 is the key), which lets tokens survive a restart's checks
  * (the sessions themselves do not: KV lives in memory only). */
@@ -29,6 +28,7 @@
 
 #include "../base/err.h"
 #include "pipeline.h"
+#include "sess_token.h"
 
 struct zl_sess_req {
     zl_srv *srv;
@@ -99,34 +99,6 @@ void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]) {
     }
     if (!user || !*user) user = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-User");
     zl_tenant_derive(NULL, user, out);
-}
-
-static void token_mac(const zl_srv *srv, const char *id, const char *tenant, const char *created, char out[65]) {
-    char msg[512];
-    int n = snprintf(msg, sizeof msg, "%s\n%s\n%s", id, tenant, created);
-    unsigned char mac[32];
-    unsigned int ml = 0;
-    HMAC(EVP_sha256(), srv->sess_secret, (int)srv->sess_secret_len, (const unsigned char *)msg, (size_t)n, mac, &ml);
-    hex(mac, 32, out);
-}
-
-/* 0 and the session id when tok is a valid token of this tenant, else -1. */
-static int token_check(const zl_srv *srv, const char *tok, const char *tenant, char *id, size_t cap) {
-    const char *d1 = strchr(tok, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
-    if (!d1 || !d2 || d1 == tok || (size_t)(d1 - tok) >= cap || d2 - d1 - 1 < 1 || d2 - d1 - 1 > 20 ||
-        strlen(d2 + 1) != 64)
-        return -1;
-    for (const char *p = tok; p < d1; p++)
-        if (!isalnum((unsigned char)*p) && *p != '_') return -1;
-    for (const char *p = d1 + 1; p < d2; p++)
-        if (!isdigit((unsigned char)*p)) return -1;
-    char sid[80], created[24], want[65];
-    snprintf(sid, sizeof sid, "%.*s", (int)(d1 - tok), tok);
-    snprintf(created, sizeof created, "%.*s", (int)(d2 - d1 - 1), d1 + 1);
-    token_mac(srv, sid, tenant, created, want);
-    if (CRYPTO_memcmp(want, d2 + 1, 64)) return -1;
-    snprintf(id, cap, "%s", sid);
-    return 0;
 }
 
 /* ---------------- errors ---------------- */
@@ -219,7 +191,7 @@ int zl_sess_open(zl_req *r, json_t *body, const char *user, zl_sess_req **out) {
         return -1;
     }
     if (tok) {
-        if (token_check(r->srv, tok, c->tenant, c->id, sizeof c->id)) {
+        if (zl_sess_token_check(r->srv->sess_secret, r->srv->sess_secret_len, tok, c->tenant, c->id, sizeof c->id)) {
             bad_token(r);
             free(c);
             return -1;
@@ -321,7 +293,7 @@ static const char *body_user(json_t *b) {
 }
 
 static enum MHD_Result sess_create(zl_req *r, json_t *b) {
-    char tenant[ZL_TENANT_CAP], id[80], created[24], mac[65];
+    char tenant[ZL_TENANT_CAP], id[80], created[24];
     zl_tenant_of(r, body_user(b), tenant);
     zl_rand_id(id, sizeof id, "zs_");
     struct timespec ts;
@@ -331,9 +303,9 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     zl_session_info in;
     zl_sess_status st = zl_sessions_create(r->srv->sessions, id, tenant, (double)ms / 1e3, &in);
     if (st != ZL_SESS_OK) return status_reply(r, st, id);
-    token_mac(r->srv, id, tenant, created, mac);
     char token[200];
-    snprintf(token, sizeof token, "%s.%s.%s", id, created, mac);
+    if (zl_sess_token_make(r->srv->sess_secret, r->srv->sess_secret_len, id, tenant, created, token, sizeof token))
+        return zl_reply_error(r, ZL_E_INTERNAL, NULL, "cannot mint a token for session %s", id);
     json_t *j = info_json(&in);
     json_object_set_new(j, "token", json_string(token));
     return zl_reply_json(r, 200, j, NULL);
@@ -503,7 +475,7 @@ enum MHD_Result zl_api_sessions(zl_req *r, const char *method) {
     const char *tok = token_from(r, b);
     zl_sessions *ss = r->srv->sessions;
     if (!tok) ret = sess_error(r, 403, "missing_token", "this route needs the session token (X-Zerolayer-Session)");
-    else if (token_check(r->srv, tok, tenant, tid, sizeof tid) || strcmp(tid, id)) ret = bad_token(r);
+    else if (zl_sess_token_check(r->srv->sess_secret, r->srv->sess_secret_len, tok, tenant, tid, sizeof tid) || strcmp(tid, id)) ret = bad_token(r);
     else if (get) {
         zl_session_info in;
         zl_sess_status st = zl_sessions_info(ss, id, tenant, &in);

@@ -81,13 +81,16 @@ static json_t *error_json(const zl_req *r, zl_ekind kind, const char *param, con
                                         "api_error", "not_found_error"};
     json_t *j;
     int status;
+    /* the message and the parameter may quote the request (a method, a URL, a key): bytes that are not
+     * UTF-8 become U+FFFD */
+    json_t *m = zl_json_lossy_string(msg, strlen(msg));
     if (r->api == ZL_API_ANTHROPIC) {
         status = st_ant[kind];
-        j = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", t_ant[kind], "message", msg);
+        j = json_pack("{s:s, s:{s:s, s:o}}", "type", "error", "error", "type", t_ant[kind], "message", m);
     } else {
         status = st_oai[kind];
-        j = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", msg, "type", t_oai[kind], "param",
-                      param && *param ? json_string(param) : json_null(), "code",
+        j = json_pack("{s:{s:o, s:s, s:o, s:o}}", "error", "message", m, "type", t_oai[kind], "param",
+                      param && *param ? zl_json_lossy_string(param, strlen(param)) : json_null(), "code",
                       c_oai[kind] ? json_string(c_oai[kind]) : json_null());
     }
     *status_out = status;
@@ -616,6 +619,34 @@ static enum MHD_Result cl_count(void *cls, enum MHD_ValueKind kind, const char *
     return MHD_YES;
 }
 
+/* While draining: 503 with Retry-After, in the caller's API shape. */
+static enum MHD_Result reply_draining(zl_req *r, const char *url) {
+    int status;
+    r->url = url;
+    if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+    json_t *j = error_json(r, ZL_E_INTERNAL, NULL, "the server is shutting down", &status);
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    enum MHD_Result ret = zl_reply_raw(r, 503, "application/json", body ? body : "{}", body ? strlen(body) : 2);
+    free(body);
+    return ret;
+}
+
+/* After the first SIGINT/SIGTERM: wait until no request is being answered,
+ * the drain timeout passes or a second signal comes. */
+static void drain(zl_srv *srv, const sigset_t *sigs) {
+    int limit = srv->o.drain_timeout_s ? srv->o.drain_timeout_s : 30;
+    if (limit < 0) return;
+    atomic_store(&srv->draining, 1);
+    fprintf(stderr, "zerolayer: draining: %d requests being answered (up to %d s; a second signal stops now)\n",
+            atomic_load(&srv->in_flight), limit);
+    double end = zl_now_ms() + limit * 1e3;
+    while (atomic_load(&srv->in_flight) > 0 && zl_now_ms() < end) {
+        struct timespec tick = {0, 50 * 1000000};
+        if (sigtimedwait(sigs, NULL, &tick) > 0) return;
+    }
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     zl_srv *srv = cls;
@@ -632,6 +663,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) r->fd = ci->connect_fd;
         *con_cls = r;
+        atomic_fetch_add(&srv->in_flight, 1);
+        if (atomic_load(&srv->draining)) return reply_draining(r, url);
         /* The headers are in, the body is not: an announced body over the
          * limit is answered now (401/404 first where they apply, else 413),
          * so it is never read, and no `100 Continue` goes out for it (MHD
@@ -681,10 +714,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls;
+    zl_srv *srv = cls;
     (void)conn;
     zl_req *r = *con_cls;
     if (!r) return;
+    atomic_fetch_sub(&srv->in_flight, 1);
     zl_models_release(r->model_slot);
     int status = r->status;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499; /* client closed */
@@ -783,11 +817,12 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
 
     int sig = 0;
     sigwait(&sigs, &sig);
+    drain(srv, &sigs);
     fprintf(stderr, "zerolayer: shutting down\n");
     MHD_quiesce_daemon(srv->d);
     zl_sched_stop(srv->sched); /* cancels running jobs, so their streams end */
-    zl_batches_free(srv->batches);
-    MHD_stop_daemon(srv->d);
+    MHD_stop_daemon(srv->d);       /* no request thread runs after this ... */
+    zl_batches_free(srv->batches); /* ... so none can be reading the batches it frees */
     zl_models_free(srv);
     zl_sched_free(srv->sched);
     zl_sessions_free(srv->sessions);

@@ -32,6 +32,8 @@ typedef struct zl_srv {
     size_t sess_secret_len;
     unsigned idle_timeout_s; /* MHD connection timeout between requests */
     zl_models *models;             /* several models (models.c), or NULL: this one only */
+    atomic_int draining;           /* SIGTERM came: every new request is a 503 */
+    atomic_int in_flight;          /* requests begun and not yet completed */
 } zl_srv;
 
 typedef enum { ZL_API_OPENAI = 0, ZL_API_ANTHROPIC = 1 } zl_api;

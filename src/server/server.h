@@ -48,9 +48,12 @@ typedef struct zl_server_opts {
     int conns_per_ip;       /* connections from one address (64) */
     int idle_timeout_s;     /* a connection that sends nothing this long is closed (30); a request
                                being answered (a stream, a long generation) is not idle */
+    int drain_timeout_s;    /* after SIGTERM, requests being answered may finish this long (30; < 0: none) */
 } zl_server_opts;
 
-/* Serve until SIGINT/SIGTERM.  Returns 0 or an error code with *err. */
+/* Serve until SIGINT/SIGTERM, then drain: new requests get 503 while those
+ * being answered finish, up to drain_timeout_s or a second signal.  Returns
+ * 0 or an error code with *err. */
 int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err);
 
 #endif

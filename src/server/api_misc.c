@@ -8,7 +8,8 @@
 #include "http.h"
 #include "metrics.h"
 
-enum MHD_Result zl_api_health(zl_req *r) {
+enum MHD_Result zl_api_health(zl_req *r, json_t *body) {
+    (void)body;
     zl_sched_stats st;
     zl_sched_get_stats(r->srv->sched, &st);
     return zl_reply_json(r, 200,
@@ -18,7 +19,8 @@ enum MHD_Result zl_api_health(zl_req *r) {
                          NULL);
 }
 
-enum MHD_Result zl_api_metrics(zl_req *r) {
+enum MHD_Result zl_api_metrics(zl_req *r, json_t *body) {
+    (void)body;
     zl_buf b = {0};
     zl_metrics_render(&b, r->srv->sched);
     if (r->srv->sessions) zl_sessions_metrics(r->srv, &b);
@@ -84,7 +86,8 @@ enum MHD_Result zl_api_detokenize(zl_req *r, json_t *b) {
 
 /* Read the model file once so its pages are in the page cache (and, with the
  * weights mapped, the first requests do not pay for disk reads). */
-enum MHD_Result zl_api_preheat(zl_req *r) {
+enum MHD_Result zl_api_preheat(zl_req *r, json_t *body) {
+    (void)body;
     double t0 = zl_now_ms();
     int fd = open(r->srv->o.model_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "cannot open the model: %s", strerror(errno));

@@ -372,7 +372,8 @@ enum MHD_Result zl_api_completions(zl_req *r, json_t *b) {
     return zl_pipeline_run(r, &q, &text_emitter);
 }
 
-enum MHD_Result zl_api_models(zl_req *r) {
+enum MHD_Result zl_api_models(zl_req *r, json_t *body) {
+    (void)body;
     zl_srv *s = r->srv;
     json_t *j;
     if (s->models) {

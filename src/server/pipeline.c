@@ -411,17 +411,12 @@ enum MHD_Result zl_pipeline_run(zl_req *r, zl_request *q, const zl_emitter *em) 
     zl_chat_msg *all = NULL;
     int n_all = 0, rc;
     if (zl_models_select(r, q->body, &ret)) goto out;
-    if (r->stream_buffer < 0) {
-        ret = zl_reply_error(r, ZL_E_INVALID, "X-Zerolayer-Stream-Buffer",
-                             "X-Zerolayer-Stream-Buffer: expected a token count >= 0, got '%.64s'",
-                             MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-Stream-Buffer"));
-        goto out;
-    }
-    if (!q->stream_buffer) q->stream_buffer = r->stream_buffer;
-    if ((rc = zl_ctl_parse(r, q->body, &e))) {
+    if ((rc = zl_ctl_parse(zl_sched_ctl(r->srv->sched), zl_sched_n_ctx(r->srv->sched), zl_req_header, r->conn, q->body,
+                           &r->ctl, &e))) {
         ret = zl_reply_verr(r, rc, &e);
         goto out;
     }
+    if (!q->stream_buffer) q->stream_buffer = r->ctl.stream_buffer;
     if (zl_sess_open(r, q->body, q->user, &sr)) goto out; /* replied */
     if (r->sess_id[0] && (q->n > 1 || q->n_prompts > 1)) {
         ret = zl_reply_error(r, ZL_E_INVALID, "n", "n: a session request has one prompt and one choice");

@@ -345,28 +345,19 @@ static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, 
 static enum MHD_Result sess_prefill_prompt(zl_req *r, json_t *p, const char *id, const char *tenant) {
     int32_t *ids = NULL;
     size_t n = 0;
-    int nv = zl_llm_n_vocab(r->srv->llm);
+    zl_verr e = {{0}, {0}};
+    int rc;
     if (json_is_string(p)) {
         zl_err err = {0};
         if (zl_llm_tokenize(r->srv->llm, json_string_value(p), json_string_length(p), 1, 0, &ids, &n, &err))
             return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt: %s", err.msg);
+        rc = 0;
     } else if (json_is_array(p)) {
-        n = json_array_size(p);
-        ids = malloc((n ? n : 1) * sizeof *ids);
-        if (!ids) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-        for (size_t k = 0; k < n; k++) {
-            json_t *t = json_array_get(p, k);
-            if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= nv) {
-                free(ids);
-                return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt[%zu]: expected a token id in [0, %d)", k, nv);
-            }
-            ids[k] = (int32_t)json_integer_value(t);
-        }
+        rc = zl_jv_token_ids(p, "prompt", zl_llm_n_vocab(r->srv->llm), &ids, &n, &e);
     } else {
-        return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt: expected a string or an array of token ids");
+        rc = zl_verr_set(&e, "prompt", "prompt: expected a string or an array of token ids");
     }
-    zl_verr e = {{0}, {0}};
-    int rc = zl_pipeline_prompt_limit(r->srv, 0, n, "prompt", &e);
+    if (!rc) rc = zl_pipeline_prompt_limit(r->srv, 0, n, "prompt", &e);
     enum MHD_Result ret = rc ? zl_reply_verr(r, rc, &e) : prefill_run(r, ids, n, id, tenant);
     free(ids);
     return ret;

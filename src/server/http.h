@@ -119,16 +119,8 @@ void zl_rand_id(char *out, size_t cap, const char *prefix);
 uint64_t zl_rand_seed(void);
 json_t *zl_timings_json(const zl_gen_timing *t);
 void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap);
-/* Route handlers (routes.c holds them): body is the request's JSON object,
- * NULL for routes that read none; r->path_id the {id} of the path. */
-enum MHD_Result zl_api_chat(zl_req *r, json_t *body);
-enum MHD_Result zl_api_completions(zl_req *r, json_t *body);
-enum MHD_Result zl_api_models(zl_req *r, json_t *body);
 /* What an OpenAI request that sets no sampling field gets (the seed is drawn per request). */
 zl_sampling zl_oai_sampling_defaults(void);
-/* GET /props (api_props.c), POST /v1/embeddings (api_embeddings.c). */
-enum MHD_Result zl_api_props(zl_req *r, json_t *body);
-enum MHD_Result zl_api_embeddings(zl_req *r, json_t *body);
 /* Several models (models.c).  setup: from o.models (nothing when there are
  * none); select: switch r->srv to the model the body's `model` names,
  * loading it if need be, and hold it (-1: replied 404 / 429 / 500 in *ret);
@@ -140,19 +132,36 @@ json_t *zl_models_list(zl_srv *home, int anthropic);
 void zl_models_free(zl_srv *home);
 /* The embeddings' pooling: --pooling, else the model file's, else mean. */
 zl_pooling zl_srv_pooling(const zl_srv *s);
-enum MHD_Result zl_api_messages(zl_req *r, json_t *body);
-enum MHD_Result zl_api_count_tokens(zl_req *r, json_t *body);
-enum MHD_Result zl_api_batches_create(zl_req *r, json_t *body);
-enum MHD_Result zl_api_batches_list(zl_req *r, json_t *body);
-enum MHD_Result zl_api_batches_get(zl_req *r, json_t *body);
-enum MHD_Result zl_api_batches_results(zl_req *r, json_t *body);
-enum MHD_Result zl_api_batches_cancel(zl_req *r, json_t *body);
 void zl_batches_free(struct zl_batches *b);
-enum MHD_Result zl_api_health(zl_req *r, json_t *body);
-enum MHD_Result zl_api_metrics(zl_req *r, json_t *body);
-enum MHD_Result zl_api_tokenize(zl_req *r, json_t *body);
-enum MHD_Result zl_api_detokenize(zl_req *r, json_t *body);
-enum MHD_Result zl_api_preheat(zl_req *r, json_t *body);
+
+/* Route handlers, one per route of the table in routes.c: body is the
+ * request's JSON object (NULL on routes that read none), r->path_id the
+ * path's {id}.  OpenAI (api_openai.c), Anthropic (api_anthropic.c), Message
+ * Batches (batches.c), embeddings, props, misc (/health, /metrics,
+ * /tokenize, /detokenize, /v1/preheat) and sessions (api_sessions.c). */
+#define ZL_HANDLER(name) enum MHD_Result name(zl_req *r, json_t *body)
+ZL_HANDLER(zl_api_chat);
+ZL_HANDLER(zl_api_completions);
+ZL_HANDLER(zl_api_models);
+ZL_HANDLER(zl_api_messages);
+ZL_HANDLER(zl_api_count_tokens);
+ZL_HANDLER(zl_api_batches_create);
+ZL_HANDLER(zl_api_batches_list);
+ZL_HANDLER(zl_api_batches_get);
+ZL_HANDLER(zl_api_batches_results);
+ZL_HANDLER(zl_api_batches_cancel);
+ZL_HANDLER(zl_api_embeddings);
+ZL_HANDLER(zl_api_props);
+ZL_HANDLER(zl_api_health);
+ZL_HANDLER(zl_api_metrics);
+ZL_HANDLER(zl_api_tokenize);
+ZL_HANDLER(zl_api_detokenize);
+ZL_HANDLER(zl_api_preheat);
+ZL_HANDLER(zl_api_session_create);
+ZL_HANDLER(zl_api_session_get);
+ZL_HANDLER(zl_api_session_delete);
+ZL_HANDLER(zl_api_session_flush);
+ZL_HANDLER(zl_api_session_prefill);
 
 /* Tenants (api_sessions.c): what every stored object (sessions, cached
  * prefixes, message batches) is owned by.  "key:<sha256 hex>" of the API key
@@ -164,13 +173,7 @@ void zl_tenant_derive(const char *api_key /* NULL: no keys */, const char *user,
  * X-Zerolayer-User header). */
 void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]);
 
-/* Sessions (api_sessions.c): POST /v1/sessions, GET and DELETE
- * /v1/sessions/{id}, POST /v1/sessions/{id}/flush and .../prefill. */
-enum MHD_Result zl_api_session_create(zl_req *r, json_t *body);
-enum MHD_Result zl_api_session_get(zl_req *r, json_t *body);
-enum MHD_Result zl_api_session_delete(zl_req *r, json_t *body);
-enum MHD_Result zl_api_session_flush(zl_req *r, json_t *body);
-enum MHD_Result zl_api_session_prefill(zl_req *r, json_t *body);
+/* Sessions (api_sessions.c). */
 int zl_sessions_setup(zl_srv *srv, zl_err *err);
 void zl_sessions_metrics(zl_srv *srv, zl_buf *out);
 /* Per generation request: the tenant, and the session when the request

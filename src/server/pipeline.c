@@ -153,25 +153,6 @@ int zl_pipeline_chat_tokens(zl_srv *srv, const zl_req_ctl *ctl, const zl_chat_ms
     return rc;
 }
 
-/* A completions prompt given as token ids, checked against the vocabulary. */
-static int prompt_ids(zl_srv *srv, const zl_request_prompt *pr, int32_t **ids, size_t *n, zl_verr *e) {
-    int nv = zl_llm_n_vocab(srv->llm);
-    size_t k = json_array_size(pr->ids);
-    int32_t *v = malloc((k ? k : 1) * sizeof *v);
-    if (!v) return PIPE_OOM(e);
-    for (size_t i = 0; i < k; i++) {
-        json_t *t = json_array_get(pr->ids, i);
-        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= nv) {
-            free(v);
-            return zl_verr_set(e, "prompt", "%s[%zu]: expected a token id in [0, %d)", pr->param, i, nv);
-        }
-        v[i] = (int32_t)json_integer_value(t);
-    }
-    *ids = v;
-    *n = k;
-    return 0;
-}
-
 /* q's messages as the template reads them (strings borrowed from q). */
 static zl_chat_msg *request_chat(const zl_request *q) {
     zl_chat_msg *m = calloc((size_t)q->n_msgs + 1, sizeof *m);
@@ -248,7 +229,7 @@ int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q,
                 rc = zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors: needs a text prompt (%s is token ids)",
                                  pr->param);
             } else {
-                rc = prompt_ids(srv, pr, &p->ids[i], &n, e);
+                rc = zl_jv_token_ids(pr->ids, pr->param, zl_llm_n_vocab(srv->llm), &p->ids[i], &n, e);
             }
             p->n_sets = i + 1;
             if (rc) return rc;

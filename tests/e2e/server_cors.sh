@@ -12,25 +12,13 @@ set -euo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)
 MODEL="$ROOT/models/stories260K.gguf"
-TMP=$(mktemp -d)
-PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$TMP"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$TMP/log" ] && cat "$TMP/log" >&2; exit 1; }
+source "$ROOT/tests/real/serve_lib.sh" # zl_serve_start: URL, SRV, T
+TMP="$T"
+fail() { echo "FAIL: $*" >&2; cat "$T/server.log" >&2; exit 1; }
 command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
-
-start() { # start ARGS...: a server on a free port, URL set
-    [ -n "$PID" ] && { kill "$PID"; wait "$PID" 2>/dev/null || true; }
-    "$BIN" serve -m "$MODEL" --port 0 -t 1 "$@" 2>"$TMP/log" &
-    PID=$!
-    PORT=
-    for _ in $(seq 1 100); do
-        PORT=$(sed -n 's#.*listening on http://127.0.0.1:\([0-9]*\).*#\1#p' "$TMP/log")
-        [ -n "$PORT" ] && break
-        sleep 0.1
-    done
-    [ -n "$PORT" ] || fail "server did not start"
-    URL="http://127.0.0.1:$PORT"
+start() { # start ARGS...: a fresh server (the previous one stopped)
+    [ -z "$SRV" ] || { kill "$SRV"; wait "$SRV" 2>/dev/null || true; SRV=; }
+    zl_serve_start -m "$MODEL" -t 1 "$@" || exit 1
 }
 # call NAME ARGS...: curl into $TMP/NAME.h (headers) and $TMP/NAME.b (body); prints the status
 call() { local n=$1; shift; curl -s -D "$TMP/$n.h" -o "$TMP/$n.b" -w '%{http_code}' "$@"; }

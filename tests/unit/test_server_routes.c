@@ -42,6 +42,14 @@ static void decide(const zl_server_opts *o, const char *method, const char *raw_
 
 static const hdr_kv k_json[] = {{"Content-Type", "application/json"}, {NULL, NULL}};
 
+/* A concrete path of route t ({id} as id) and its method's name. */
+static const char *route_path(const zl_route *t, const char *id, char *path, size_t cap) {
+    const char *p = strstr(t->path, "{id}");
+    if (p) snprintf(path, cap, "%.*s%s%s", (int)(p - t->path), t->path, id, p + 4);
+    else snprintf(path, cap, "%s", t->path);
+    return t->method == ZL_M_GET ? "GET" : t->method == ZL_M_POST ? "POST" : "DELETE";
+}
+
 /* ---------------- routing ---------------- */
 
 Test(routes, every_path_of_the_table_routes_to_its_own_handler) {
@@ -51,16 +59,13 @@ Test(routes, every_path_of_the_table_routes_to_its_own_handler) {
     cr_assert_gt(n, 20);
     for (int i = 0; i < n; i++) {
         char path[128];
-        const char *p = strstr(t[i].path, "{id}");
-        if (p) snprintf(path, sizeof path, "%.*sabc123%s", (int)(p - t[i].path), t[i].path, p + 4);
-        else snprintf(path, sizeof path, "%s", t[i].path);
-        const char *m = t[i].method == ZL_M_GET ? "GET" : t[i].method == ZL_M_POST ? "POST" : "DELETE";
+        const char *m = route_path(&t[i], "abc123", path, sizeof path);
         zl_route_verdict v;
         decide(&o, m, path, k_json, 2, &v);
         cr_expect(!v.failed, "%s %s: %s", m, path, v.msg);
         cr_expect_eq(v.route, &t[i], "%s %s went to another route", m, path);
         cr_expect_str_eq(v.label, t[i].path);
-        if (p) cr_expect_str_eq(v.id, "abc123");
+        if (strstr(t[i].path, "{id}")) cr_expect_str_eq(v.id, "abc123");
         for (int k = 0; k < i; k++)
             cr_expect(strcmp(t[k].path, t[i].path) || t[k].method != t[i].method, "%s twice", t[i].path);
     }
@@ -122,19 +127,16 @@ Test(routes, wrong_method_is_405_with_allow) {
 Test(routes, api_shape_by_path_and_header) {
     zl_server_opts o = opts(0);
     const hdr_kv ant[] = {{"anthropic-version", "2023-06-01"}, {NULL, NULL}};
-    zl_route_verdict v;
-    decide(&o, "GET", "/v1/messages/nope", NULL, 0, &v);
-    cr_expect_eq(v.api, ZL_API_ANTHROPIC);
-    decide(&o, "GET", "/v1/nope", NULL, 0, &v);
-    cr_expect_eq(v.api, ZL_API_OPENAI);
-    decide(&o, "GET", "/v1/models", NULL, 0, &v);
-    cr_expect_eq(v.api, ZL_API_OPENAI);
-    decide(&o, "GET", "/v1/models", ant, 0, &v);
-    cr_expect_eq(v.api, ZL_API_ANTHROPIC);
-    decide(&o, "GET", "/v1/sessions/x", ant, 0, &v);
-    cr_expect_eq(v.api, ZL_API_ANTHROPIC);
-    decide(&o, "POST", "/v1/chat/completions", ant, 0, &v);
-    cr_expect_eq(v.api, ZL_API_OPENAI);
+    struct { const char *m, *path; const hdr_kv *h; zl_api want; } c[] = {
+        {"GET", "/v1/messages/nope", NULL, ZL_API_ANTHROPIC}, {"GET", "/v1/nope", NULL, ZL_API_OPENAI},
+        {"GET", "/v1/models", NULL, ZL_API_OPENAI},           {"GET", "/v1/models", ant, ZL_API_ANTHROPIC},
+        {"GET", "/v1/sessions/x", ant, ZL_API_ANTHROPIC},     {"POST", "/v1/chat/completions", ant, ZL_API_OPENAI},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        zl_route_verdict v;
+        decide(&o, c[i].m, c[i].path, c[i].h, 0, &v);
+        cr_expect_eq(v.api, c[i].want, "%s %s", c[i].m, c[i].path);
+    }
 }
 
 /* ---------------- auth ---------------- */
@@ -153,10 +155,7 @@ Test(auth, declared_per_route_and_checked_once) {
     int n_public = 0;
     for (int i = 0; i < n; i++) {
         char path[128];
-        const char *p = strstr(t[i].path, "{id}");
-        if (p) snprintf(path, sizeof path, "%.*sid1%s", (int)(p - t[i].path), t[i].path, p + 4);
-        else snprintf(path, sizeof path, "%s", t[i].path);
-        const char *m = t[i].method == ZL_M_GET ? "GET" : t[i].method == ZL_M_POST ? "POST" : "DELETE";
+        const char *m = route_path(&t[i], "id1", path, sizeof path);
         zl_route_verdict v;
         decide(&o, m, path, none, 0, &v);
         if (t[i].is_public) {

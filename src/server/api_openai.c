@@ -42,11 +42,6 @@ static int parse_logit_bias(json_t *b, zl_request *q, zl_verr *e) {
     return 0;
 }
 
-zl_sampling zl_oai_sampling_defaults(void) {
-    return (zl_sampling){.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
-                         .repeat_last_n = 64, .presence_penalty = 0, .frequency_penalty = 0, .seed = 0};
-}
-
 /* Sampling and limits common to both endpoints. */
 static int parse_common(json_t *b, zl_request *q, zl_verr *e) {
     double d;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "request.h"
 
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -60,7 +61,7 @@ enum MHD_Result zl_api_props(zl_req *r, json_t *body) {
     zl_srv *s = r->srv;
     zl_sched_stats st;
     zl_sched_get_stats(s->sched, &st);
-    zl_sampling d = zl_oai_sampling_defaults();
+    zl_sampling d = zl_request_sampling_defaults();
     const zl_job_ctl *ctl = zl_sched_ctl(s->sched);
     /* the template the server renders with: the Jinja source it compiled, else the family's name */
     char *src = NULL;

@@ -13,13 +13,18 @@
 
 /* ---------------- requests and results ---------------- */
 
+zl_sampling zl_request_sampling_defaults(void) {
+    return (zl_sampling){.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
+                         .repeat_last_n = 64, .presence_penalty = 0, .frequency_penalty = 0, .seed = 0};
+}
+
 void zl_request_init(zl_request *q, zl_req_kind kind, json_t *body) {
     memset(q, 0, sizeof *q);
     q->kind = kind;
     q->body = body;
     q->n = 1;
     q->n_logprobs = -1;
-    q->sampling = zl_oai_sampling_defaults();
+    q->sampling = zl_request_sampling_defaults();
 }
 
 void zl_request_free(zl_request *q) {

@@ -250,7 +250,7 @@ int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q,
 }
 
 void zl_prepared_free(zl_prepared *p) {
-    for (int i = 0; i < p->n_sets; i++) {
+    for (int i = 0; i < ZL_REQ_MAX_CHOICES; i++) { /* a failed step may leave its slot filled past n_sets */
         free(p->ids[i]);
         free(p->mask[i]);
     }

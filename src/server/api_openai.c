@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pipeline.h"
+#include "openai.h"
 
 /* logit_bias: {"<token id>": bias in [-100, 100], ...} (OpenAI's shape);
  * the ids are checked against the model's vocabulary by the pipeline. */
@@ -242,7 +242,6 @@ static json_t *oai_body(const zl_result *res) {
 static const zl_emitter chat_emitter = {"chatcmpl-", oai_start, oai_delta, oai_error, oai_end, oai_body};
 static const zl_emitter text_emitter = {"cmpl-", oai_start, oai_delta, oai_error, oai_end, oai_body};
 
-static enum MHD_Result oai_run(zl_req *r, json_t *b, zl_req_kind kind);
 
 /* ---------------- chat ---------------- */
 
@@ -277,8 +276,6 @@ static int parse_chat(json_t *b, zl_request *q, zl_verr *e) {
     }
     return 0;
 }
-
-enum MHD_Result zl_api_chat(zl_req *r, json_t *b) { return oai_run(r, b, ZL_REQ_CHAT); }
 
 /* ---------------- completions ---------------- */
 
@@ -322,16 +319,20 @@ static int parse_completion(json_t *b, zl_request *q, zl_verr *e) {
     return 0;
 }
 
+int zl_oai_parse(json_t *b, zl_req_kind kind, zl_request *q, zl_verr *e) {
+    zl_request_init(q, kind, b);
+    return kind == ZL_REQ_CHAT ? parse_chat(b, q, e) : parse_completion(b, q, e);
+}
+
 /* Both endpoints: parse into a request, then the pipeline. */
 static enum MHD_Result oai_run(zl_req *r, json_t *b, zl_req_kind kind) {
     zl_request q;
     zl_verr e = {{0}, {0}};
-    zl_request_init(&q, kind, b);
-    int rc = kind == ZL_REQ_CHAT ? parse_chat(b, &q, &e) : parse_completion(b, &q, &e);
-    if (rc < 0) return zl_pipeline_reject(r, &q, &e);
+    if (zl_oai_parse(b, kind, &q, &e) < 0) return zl_pipeline_reject(r, &q, &e);
     return zl_pipeline_run(r, &q, kind == ZL_REQ_CHAT ? &chat_emitter : &text_emitter);
 }
 
+enum MHD_Result zl_api_chat(zl_req *r, json_t *b) { return oai_run(r, b, ZL_REQ_CHAT); }
 enum MHD_Result zl_api_completions(zl_req *r, json_t *b) { return oai_run(r, b, ZL_REQ_COMPLETION); }
 
 enum MHD_Result zl_api_models(zl_req *r, json_t *body) {

@@ -295,39 +295,6 @@ uint64_t zl_rand_seed(void) {
     return s;
 }
 
-json_t *zl_timings_json(const zl_gen_timing *t) {
-    double pps = t->prefill_ms > 0 ? t->prompt_tokens * 1e3 / t->prefill_ms : 0;
-    double tps = t->decode_ms > 0 && t->generated_tokens > 1 ? (t->generated_tokens - 1) * 1e3 / t->decode_ms : 0;
-    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:f}", "prep_ms", t->prep_ms,
-                          "queue_ms", t->queue_ms, "prefill_ms", t->prefill_ms, "decode_ms", t->decode_ms, "kv_ms",
-                          t->kv_ms, "sample_ms", t->sample_ms, "prompt_tokens", t->prompt_tokens, "generated_tokens",
-                          t->generated_tokens, "cached_tokens", t->cached_tokens, "prompt_tokens_per_second", pps,
-                          "tokens_per_second", tps);
-    if (!j) return j;
-    json_object_set_new(j, "ring", json_boolean(t->ring_on));
-    if (t->ring_on) {
-        json_object_set_new(j, "ring_steps", json_integer((json_int_t)t->ring_steps));
-        json_object_set_new(j, "ring_drafted_tokens", json_integer((json_int_t)t->ring_drafted));
-        json_object_set_new(j, "ring_accepted_tokens", json_integer((json_int_t)t->ring_accepted));
-        json_object_set_new(j, "ring_acceptance",
-                            json_real(t->ring_drafted ? (double)t->ring_accepted / (double)t->ring_drafted : 0.0));
-    }
-    json_object_set_new(j, "kv_policy", json_string(zl_kv_policy_name(t->kv_policy)));
-    if (t->kv_policy) {
-        json_object_set_new(j, "kv_budget", json_integer(t->kv_budget));
-        json_object_set_new(j, "kv_evicted_tokens", json_integer((json_int_t)t->kv_evicted));
-        json_object_set_new(j, "kv_anchor_tokens", json_integer(t->kv_anchors));
-    }
-    if (t->kv_read_steps > 0)
-        json_object_set_new(j, "kv_bytes_per_token", json_real(t->kv_read_bytes / t->kv_read_steps));
-    return j;
-}
-
-void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap) {
-    snprintf(buf, cap, "prep;dur=%.3f, queue;dur=%.3f, prefill;dur=%.3f, decode;dur=%.3f, kv;dur=%.3f, sample;dur=%.3f",
-             t->prep_ms, t->queue_ms, t->prefill_ms, t->decode_ms, t->kv_ms, t->sample_ms);
-}
-
 /* ---------------- requests ---------------- */
 
 static int hexv(int c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }

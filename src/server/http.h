@@ -117,8 +117,6 @@ int zl_gen_wait_all(zl_req *r, zl_gen *g);
 /* Helpers shared by the adapters. */
 void zl_rand_id(char *out, size_t cap, const char *prefix);
 uint64_t zl_rand_seed(void);
-json_t *zl_timings_json(const zl_gen_timing *t);
-void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap);
 /* Several models (models.c).  setup: from o.models (nothing when there are
  * none); select: switch r->srv to the model the body's `model` names,
  * loading it if need be, and hold it (-1: replied 404 / 429 / 500 in *ret);

@@ -97,6 +97,11 @@ typedef struct zl_result {
     zl_gen_timing timing; /* filled once every choice has ended */
 } zl_result;
 
+/* Timings (and usage counters) as the "timings" object of both APIs' results,
+ * and as a Server-Timing header value. */
+json_t *zl_timings_json(const zl_gen_timing *t);
+void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap);
+
 /* Choice i of a whole result (all its text). */
 void zl_result_choice(const zl_result *res, int i, zl_event *ev);
 

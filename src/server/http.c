@@ -356,7 +356,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         MHD_get_connection_values(conn, MHD_HEADER_KIND, cl_count, &cs);
         if (cs.differ) { /* which one frames the body is ambiguous (request smuggling) */
             r->url = url;
-            if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+            zl_route_shape(r, method);
             return zl_reply_error(r, ZL_E_INVALID, NULL, "conflicting Content-Length headers");
         }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -372,7 +372,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             /* a chunked body that passes the limit: stop reading and answer */
             r->too_large = 1;
             zl_buf_free(&r->body);
-            if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+            r->url = url;
+            zl_route_shape(r, method);
             return reply_too_large_mid_body(r);
         }
         zl_buf_put(&r->body, upload, *upload_size);

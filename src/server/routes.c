@@ -176,13 +176,22 @@ void zl_route_decide(const zl_server_opts *o, const zl_route_req *q, zl_route_ve
 
 /* ---------------- dispatch ---------------- */
 
-enum MHD_Result zl_dispatch(zl_req *r, const char *method) {
+static void route_of(zl_req *r, const char *method, zl_route_verdict *v) {
     zl_route_req q = {method, r->url, zl_req_header, r->conn, r->too_large, r->body.n};
+    zl_route_decide(&r->srv->o, &q, v);
+    r->api = v->api;
+    r->route = v->label;
+    r->cors_origin = v->cors_origin;
+}
+
+void zl_route_shape(zl_req *r, const char *method) {
     zl_route_verdict v;
-    zl_route_decide(&r->srv->o, &q, &v);
-    r->api = v.api;
-    r->route = v.label;
-    r->cors_origin = v.cors_origin;
+    route_of(r, method, &v);
+}
+
+enum MHD_Result zl_dispatch(zl_req *r, const char *method) {
+    zl_route_verdict v;
+    route_of(r, method, &v);
     snprintf(r->path_id, sizeof r->path_id, "%s", v.id);
     if (v.preflight) return zl_reply_preflight(r, v.allow, zl_req_header(r->conn, "Access-Control-Request-Headers"));
     if (v.failed) {

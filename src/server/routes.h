@@ -67,6 +67,10 @@ int zl_ctype_is_json(const char *ctype);
  * the origin itself, or NULL (not allowed, or no --cors). */
 const char *zl_cors_origin(const zl_server_opts *o, const char *origin);
 
+/* The error shape, CORS origin and metrics label of r (r->url set) without
+ * routing it: for the transport's own early replies (conflicting
+ * Content-Length, a body that passes the limit while it is read). */
+void zl_route_shape(zl_req *r, const char *method);
 /* Route a request that is in (or whose announced body is too large) and reply. */
 enum MHD_Result zl_dispatch(zl_req *r, const char *method);
 

@@ -28,7 +28,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = gguf tokenizer detok anthropic openai session_token http
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
-DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs \
+DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs curl \
               gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 ZL          = $(BUILD)/bin/zerolayer
 

@@ -1,6 +1,6 @@
 /* fuzz_openai.c — libFuzzer target: a request body of the OpenAI API
  * through the server's own parsing: zl_json_parse_body (size, UTF-8, JSON),
- * zl_oai_parse_chat / zl_oai_parse_completion (every field's validation:
+ * zl_oai_parse (chat or completions) (every field's validation:
  * messages and content parts, tools, stop, logit_bias, n, prompts as text or
  * token ids) and the pipeline's preparation (template render, tokenizer,
  * token-id and context limits: zl_pipeline_prepare), on the bundled
@@ -34,8 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&e, 0, sizeof e);
     memset(&p, 0, sizeof p);
     if (json_is_object(body)) {
-        zl_request_init(&q, completion ? ZL_REQ_COMPLETION : ZL_REQ_CHAT, body);
-        int rc = completion ? zl_oai_parse_completion(body, &q, &e) : zl_oai_parse_chat(body, &q, &e);
+        int rc = zl_oai_parse(body, completion ? ZL_REQ_COMPLETION : ZL_REQ_CHAT, &q, &e);
         if (rc < 0 && !e.msg[0]) abort();
         if (rc == 0 && zl_pipeline_prepare(&srv, NULL, &q, NULL, 0, &p, &e) == -1 && !e.msg[0]) abort();
         zl_prepared_free(&p);

@@ -9,6 +9,11 @@
  * level has a four-token kernel, each weight row is unpacked once per four
  * tokens.
  *
+ * With many tokens (prefill), types that have a tile kernel (kernels_isa.h)
+ * go another way: each thread packs the sixteen-row groups of its tile once
+ * into its own slice of zl_work (one row per int32 lane) and runs the
+ * tokens through them eight at a time, which gives the same bits.
+ *
  * Some kernels read a "prepared" activation instead of the partner row: the
  * partner rearranged (once per call, beside it in zl_work) into the layout
  * that lets the per-row loop touch only weights.  That is an internal detail
@@ -30,6 +35,7 @@
 #define ZL_WORK_ALIGN 64
 #define ZL_TILE_BYTES (96 * 1024) /* weight bytes per row tile when n_tok > 1 */
 #define ZL_MULTI_MAX 4            /* matrices per zl_matmul_multi call */
+#define ZL_TILE_MIN_TOK 16        /* tokens from which a tile kernel (where there is one) runs a call */
 
 void zl_work_free(zl_work *w) {
     if (!w) return;
@@ -93,6 +99,7 @@ typedef struct {
     const zl_mat *W;
     zl_dot_fn dot;
     zl_dot4_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2..8), or NULL */
+    const zl_tile_kernel *tk; /* tile kernel for this call, or NULL */
     const uint8_t *xq;
     size_t xq_stride;
     float *y;
@@ -105,6 +112,8 @@ typedef struct {
     long first_item[ZL_MULTI_MAX + 1]; /* work items of matrix k: [first_item[k], first_item[k+1]) */
     atomic_long next;             /* next work item to take */
     mm_part m[ZL_MULTI_MAX];
+    uint8_t *pack;                /* tile kernels: pack_stride bytes of packed rows per thread */
+    size_t pack_stride;
 } mm_job;
 
 /* rows [r0, r1) of one matrix for every token, widest kernel first: each
@@ -168,6 +177,35 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
     }
 }
 
+/* rows [r0, r1) for every token through the tile kernel: the rows packed
+ * once into `pack` in groups of ZL_TILE_ROWS, then eight tokens at a time
+ * against every group */
+static void part_rows_tile(const mm_part *p, int n_tok, int64_t r0, int64_t r1, uint8_t *pack) {
+    const uint8_t *w = p->W->data;
+    const size_t rb = p->W->row_bytes, gb = p->tk->size(p->W->cols);
+    const int64_t cols = p->W->cols;
+    const int ng = (int)((r1 - r0 + ZL_TILE_ROWS - 1) / ZL_TILE_ROWS);
+    for (int g = 0; g < ng; g++) {
+        const int64_t a = r0 + (int64_t)g * ZL_TILE_ROWS;
+        const int nr = (int)(r1 - a < ZL_TILE_ROWS ? r1 - a : ZL_TILE_ROWS);
+        p->tk->pack(w + (size_t)a * rb, rb, nr, cols, pack + (size_t)g * gb);
+    }
+    float out[8 * ZL_TILE_ROWS];
+    for (int t0 = 0; t0 < n_tok; t0 += 8) {
+        const int T = n_tok - t0 < 8 ? n_tok - t0 : 8;
+        const uint8_t *xt = p->xq + (size_t)t0 * p->xq_stride;
+        for (int g = 0; g < ng; g++) {
+            const int64_t a = r0 + (int64_t)g * ZL_TILE_ROWS;
+            const int nr = (int)(r1 - a < ZL_TILE_ROWS ? r1 - a : ZL_TILE_ROWS);
+            p->tk->run(pack + (size_t)g * gb, xt, p->xq_stride, T, cols, out);
+            for (int t = 0; t < T; t++) {
+                float *yt = p->y + (int64_t)(t0 + t) * p->ldy + a;
+                for (int r = 0; r < nr; r++) yt[r] = out[t * ZL_TILE_ROWS + r];
+            }
+        }
+    }
+}
+
 /* The rows of all matrices are cut into tiles (weight bytes small enough to
  * stay in cache while every token runs through them) and the threads take
  * tiles from a shared counter until none is left: a thread that is slowed
@@ -176,7 +214,7 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
  * thread computed it. */
 static void mm_rows(void *ctx, int ith, int nth) {
     mm_job *j = ctx;
-    (void)ith, (void)nth;
+    (void)nth;
     const long n_items = j->first_item[j->nm];
     int k = 0;
     for (;;) {
@@ -186,13 +224,16 @@ static void mm_rows(void *ctx, int ith, int nth) {
         const mm_part *p = &j->m[k];
         int64_t r = (it - j->first_item[k]) * j->tile[k], re = r + j->tile[k];
         if (re > p->W->rows) re = p->W->rows;
-        part_rows(p, j->n_tok, r, re);
+        if (p->tk) part_rows_tile(p, j->n_tok, r, re, j->pack + (size_t)ith * j->pack_stride);
+        else part_rows(p, j->n_tok, r, re);
     }
 }
 
-/* rows per work item: ZL_TILE_BYTES of weights (at least one row) */
-static long mm_tile_rows(const zl_mat *W) {
+/* rows per work item: ZL_TILE_BYTES of weights (at least one row; for a
+ * tile kernel, whole groups of ZL_TILE_ROWS) */
+static long mm_tile_rows(const zl_mat *W, int tile) {
     long t = (long)(ZL_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
+    if (tile) return t < ZL_TILE_ROWS ? ZL_TILE_ROWS : t / ZL_TILE_ROWS * ZL_TILE_ROWS;
     return t < 1 ? 1 : t;
 }
 
@@ -232,6 +273,8 @@ typedef struct { /* how one weight type reads its input */
     zl_type partner;
     int prep;
     zl_prep_kernel pk;
+    int tile;           /* tk is bit-identical to dot */
+    zl_tile_kernel tk;
     size_t qstride, pstride; /* 0 when the input is read as f32 */
 } mm_plan;
 
@@ -253,6 +296,10 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
     if (!pl->prep && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(t)))
         pl->prep = zl_prep_kernel_avx2(t, &pl->pk);
     pl->qstride = round_up(xrow, ZL_WORK_ALIGN);
+    /* the tile kernels read what the VNNI kernels read: the prepared Q8_K
+     * row for Q4_K/Q5_K, the plain one for Q6_K */
+    if (avx512 && zl_tile_kernel_avx512(t, &pl->tk))
+        pl->tile = t == ZL_TYPE_Q6_K ? !pl->prep : pl->prep;
     if (pl->prep) {
         pl->pstride = round_up(pl->pk.size(cols), ZL_WORK_ALIGN);
         pl->dot = pl->pk.dot;
@@ -286,17 +333,27 @@ static int matmul_run(const zl_mat *const *W, int nm, const float *x, int64_t ld
         if (!plan_type(isa, W[k]->type, W[k]->cols, &plan[k])) return 0;
         need += (plan[k].qstride + plan[k].pstride) * (size_t)n_tok;
     }
-    uint8_t *buf = need ? work_reserve(work, need) : NULL;
-    if (need && !buf) return 0;
     mm_job j;
     memset(&j, 0, sizeof j);
     j.nm = nm;
     j.n_tok = n_tok;
     atomic_init(&j.next, 0);
+    int use_tile[ZL_MULTI_MAX];
     for (int k = 0; k < nm; k++) {
-        j.tile[k] = mm_tile_rows(W[k]);
+        const mm_plan *pl = &plan[same_as[k] >= 0 ? same_as[k] : k];
+        use_tile[k] = n_tok >= ZL_TILE_MIN_TOK && pl->tile;
+        j.tile[k] = mm_tile_rows(W[k], use_tile[k]);
         j.first_item[k + 1] = j.first_item[k] + ((long)W[k]->rows + j.tile[k] - 1) / j.tile[k];
+        if (use_tile[k]) {
+            size_t b = round_up(pl->tk.size(W[k]->cols) * (size_t)(j.tile[k] / ZL_TILE_ROWS), ZL_WORK_ALIGN);
+            if (b > j.pack_stride) j.pack_stride = b;
+        }
     }
+    const size_t pack_off = need;
+    need += j.pack_stride * (size_t)(pool ? zl_pool_size(pool) : 1);
+    uint8_t *buf = need ? work_reserve(work, need) : NULL;
+    if (need && !buf) return 0;
+    j.pack = buf ? buf + pack_off : NULL;
     for (int k = 0; k < nm; k++) {
         mm_part *p = &j.m[k];
         const int src = same_as[k] >= 0 ? same_as[k] : k;
@@ -306,6 +363,7 @@ static int matmul_run(const zl_mat *const *W, int nm, const float *x, int64_t ld
         p->ldy = ldy[k];
         p->dot = pl->dot;
         memcpy(p->dotk, pl->dotk, sizeof p->dotk);
+        p->tk = use_tile[k] ? &pl->tk : NULL;
         if (same_as[k] >= 0) {
             p->xq = j.m[src].xq;
             p->xq_stride = j.m[src].xq_stride;

@@ -824,13 +824,15 @@ Test(vec_dot, prepared_kernels) {
  * n-token zl_matmul (every kernel width and the leftovers, prepared or not,
  * rows spread over tiles and threads) gives exactly the bits of the same
  * token alone.  Row counts are odd and not a multiple of the row tile; the
- * column counts give partial four-block groups (576 = 18 blocks). */
+ * column counts give partial four-block groups (576 = 18 blocks).  Calls of
+ * 16 tokens and more take the tile kernels where a type has one (partial
+ * 16-row groups and token blocks of fewer than eight included). */
 Test(matmul, batch_bit_identical) {
     zl_pool *pool = zl_pool_new(2);
     zl_work work = {0};
     zl_isa saved = zl_cpu_isa();
     int top = max_isa();
-    enum { NT = 13 };
+    enum { NT = 35 };
     const int64_t shapes[][2] = {{331, 576}, {37, 1536}};
     for (size_t si = 0; si < 2; si++)
         for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
@@ -846,7 +848,7 @@ Test(matmul, batch_bit_identical) {
                 zl_cpu_set_isa((zl_isa)isa);
                 for (int tok = 0; tok < NT; tok++)
                     zl_matmul(&m.W, x + tok * cols, cols, 1, y1 + tok * rows, rows, pool, &work);
-                for (int nt = 2; nt <= NT; nt++) {
+                for (int nt = 2; nt <= NT; nt += nt < 13 ? 1 : nt < 21 ? 3 : 7) { /* 2..13, 16, 19, 22, 29 */
                     zl_matmul(&m.W, x, cols, nt, y, rows, pool, &work);
                     for (int tok = 0; tok < nt; tok++)
                         for (int64_t r = 0; r < rows; r++)

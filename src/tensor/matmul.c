@@ -10,7 +10,7 @@
  * tokens.
  *
  * With many tokens (prefill), types that have a tile kernel (kernels_isa.h)
- * go another way: each thread packs the sixteen-row groups of its tile once
+ * go another way: each thread packs the 16- or 8-row groups of its tile once
  * into its own slice of zl_work (one row per int32 lane) and runs the
  * tokens through them eight at a time, which gives the same bits.
  *
@@ -35,7 +35,6 @@
 #define ZL_WORK_ALIGN 64
 #define ZL_TILE_BYTES (96 * 1024) /* weight bytes per row tile when n_tok > 1 */
 #define ZL_MULTI_MAX 4            /* matrices per zl_matmul_multi call */
-#define ZL_TILE_MIN_TOK 16        /* tokens from which a tile kernel (where there is one) runs a call */
 
 void zl_work_free(zl_work *w) {
     if (!w) return;
@@ -178,29 +177,29 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
 }
 
 /* rows [r0, r1) for every token through the tile kernel: the rows packed
- * once into `pack` in groups of ZL_TILE_ROWS, then eight tokens at a time
+ * once into `pack` in groups of tk->rows, then eight tokens at a time
  * against every group */
 static void part_rows_tile(const mm_part *p, int n_tok, int64_t r0, int64_t r1, uint8_t *pack) {
     const uint8_t *w = p->W->data;
     const size_t rb = p->W->row_bytes, gb = p->tk->size(p->W->cols);
     const int64_t cols = p->W->cols;
-    const int ng = (int)((r1 - r0 + ZL_TILE_ROWS - 1) / ZL_TILE_ROWS);
+    const int R = p->tk->rows, ng = (int)((r1 - r0 + R - 1) / R);
     for (int g = 0; g < ng; g++) {
-        const int64_t a = r0 + (int64_t)g * ZL_TILE_ROWS;
-        const int nr = (int)(r1 - a < ZL_TILE_ROWS ? r1 - a : ZL_TILE_ROWS);
+        const int64_t a = r0 + (int64_t)g * R;
+        const int nr = (int)(r1 - a < R ? r1 - a : R);
         p->tk->pack(w + (size_t)a * rb, rb, nr, cols, pack + (size_t)g * gb);
     }
-    float out[8 * ZL_TILE_ROWS];
+    float out[8 * ZL_TILE_ROWS_MAX];
     for (int t0 = 0; t0 < n_tok; t0 += 8) {
         const int T = n_tok - t0 < 8 ? n_tok - t0 : 8;
         const uint8_t *xt = p->xq + (size_t)t0 * p->xq_stride;
         for (int g = 0; g < ng; g++) {
-            const int64_t a = r0 + (int64_t)g * ZL_TILE_ROWS;
-            const int nr = (int)(r1 - a < ZL_TILE_ROWS ? r1 - a : ZL_TILE_ROWS);
+            const int64_t a = r0 + (int64_t)g * R;
+            const int nr = (int)(r1 - a < R ? r1 - a : R);
             p->tk->run(pack + (size_t)g * gb, xt, p->xq_stride, T, cols, out);
             for (int t = 0; t < T; t++) {
                 float *yt = p->y + (int64_t)(t0 + t) * p->ldy + a;
-                for (int r = 0; r < nr; r++) yt[r] = out[t * ZL_TILE_ROWS + r];
+                for (int r = 0; r < nr; r++) yt[r] = out[t * R + r];
             }
         }
     }
@@ -230,10 +229,10 @@ static void mm_rows(void *ctx, int ith, int nth) {
 }
 
 /* rows per work item: ZL_TILE_BYTES of weights (at least one row; for a
- * tile kernel, whole groups of ZL_TILE_ROWS) */
-static long mm_tile_rows(const zl_mat *W, int tile) {
+ * tile kernel, whole groups of `group` rows) */
+static long mm_tile_rows(const zl_mat *W, int group) {
     long t = (long)(ZL_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
-    if (tile) return t < ZL_TILE_ROWS ? ZL_TILE_ROWS : t / ZL_TILE_ROWS * ZL_TILE_ROWS;
+    if (group) return t < group ? group : t / group * group;
     return t < 1 ? 1 : t;
 }
 
@@ -296,10 +295,14 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
     if (!pl->prep && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(t)))
         pl->prep = zl_prep_kernel_avx2(t, &pl->pk);
     pl->qstride = round_up(xrow, ZL_WORK_ALIGN);
-    /* the tile kernels read what the VNNI kernels read: the prepared Q8_K
-     * row for Q4_K/Q5_K, the plain one for Q6_K */
-    if (avx512 && zl_tile_kernel_avx512(t, &pl->tk))
-        pl->tile = t == ZL_TYPE_Q6_K ? !pl->prep : pl->prep;
+    /* the tile kernels read what the level's row kernels read: on AVX-512
+     * VNNI the prepared Q8_K row for Q4_K/Q5_K and the plain one for Q6_K, on
+     * AVX2 the plain one */
+    if (avx512 && zl_dot_fn_avx512(t)) {
+        if (zl_tile_kernel_avx512(t, &pl->tk)) pl->tile = t == ZL_TYPE_Q6_K ? !pl->prep : pl->prep;
+    } else if (isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && pl->dot == zl_dot_fn_avx2(t) && !pl->prep) {
+        pl->tile = zl_tile_kernel_avx2(t, &pl->tk);
+    }
     if (pl->prep) {
         pl->pstride = round_up(pl->pk.size(cols), ZL_WORK_ALIGN);
         pl->dot = pl->pk.dot;
@@ -341,11 +344,11 @@ static int matmul_run(const zl_mat *const *W, int nm, const float *x, int64_t ld
     int use_tile[ZL_MULTI_MAX];
     for (int k = 0; k < nm; k++) {
         const mm_plan *pl = &plan[same_as[k] >= 0 ? same_as[k] : k];
-        use_tile[k] = n_tok >= ZL_TILE_MIN_TOK && pl->tile;
-        j.tile[k] = mm_tile_rows(W[k], use_tile[k]);
+        use_tile[k] = pl->tile && n_tok >= pl->tk.min_tok;
+        j.tile[k] = mm_tile_rows(W[k], use_tile[k] ? pl->tk.rows : 0);
         j.first_item[k + 1] = j.first_item[k] + ((long)W[k]->rows + j.tile[k] - 1) / j.tile[k];
         if (use_tile[k]) {
-            size_t b = round_up(pl->tk.size(W[k]->cols) * (size_t)(j.tile[k] / ZL_TILE_ROWS), ZL_WORK_ALIGN);
+            size_t b = round_up(pl->tk.size(W[k]->cols) * (size_t)(j.tile[k] / pl->tk.rows), ZL_WORK_ALIGN);
             if (b > j.pack_stride) j.pack_stride = b;
         }
     }

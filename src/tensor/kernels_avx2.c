@@ -201,21 +201,41 @@ ZL_INLINE __m256i bcast_word(__m256i v, int k) {
     return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(((2 * k + 1) << 8) | (2 * k))));
 }
 
+/* The K formats' canonical arithmetic (kernels_ktile_avx512.c): each
+ * super-block's integers reduced exactly, then one fma chain per sum, as the
+ * tile kernels (kernels_ktile_avx2.c) compute per lane.  Q4_K / Q5_K: lanes
+ * 0 and 2 of acc carry acc = fma(S, dw * dx, acc) and accm = fma(P, dmin *
+ * -dx, accm), dd = [dw, dw, dmin, dmin]; the result is lane 0 + lane 2. */
+ZL_INLINE __m128 k45_step(__m128 acc, __m256i sumi, __m256i pm, float dx, __m128 dd) {
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
+    __m128i p = _mm_add_epi32(_mm256_castsi256_si128(pm), _mm256_extracti128_si256(pm, 1));
+    __m128i t = _mm_add_epi32(_mm_unpacklo_epi64(q, p), _mm_unpackhi_epi64(q, p));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1))); /* S, S, P, P */
+    const __m128 neg_hi = _mm_castsi128_ps(_mm_set_epi32(INT32_MIN, INT32_MIN, 0, 0));
+    return _mm_fmadd_ps(_mm_cvtepi32_ps(t), _mm_mul_ps(dd, _mm_xor_ps(_mm_set1_ps(dx), neg_hi)), acc);
+}
+ZL_INLINE __m128 k45_dd(const void *dpair) {
+    int32_t v;
+    memcpy(&v, dpair, 4);
+    __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+    return _mm_unpacklo_ps(d, d);
+}
+
 /* Q4_K / Q5_K; pair sums <= 31*127*2 = 7874 fit s16, scaled sums fit s32. */
 ZL_INLINE float dot_k45(const void *w, const void *x, int64_t n, const int hb) {
     const zl_block_q8_k *b = x;
     const int64_t nb = n / ZL_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    __m128 acc = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *scales, *qs, *qh = NULL;
-        zl_f16 dh, dminh;
+        const zl_f16 *dpair; /* d, dmin */
         if (hb) {
             const zl_block_q5_k *a = (const zl_block_q5_k *)w + i;
-            scales = a->scales; qs = a->qs; qh = a->qh; dh = a->d; dminh = a->dmin;
+            scales = a->scales; qs = a->qs; qh = a->qh; dpair = &a->d;
         } else {
             const zl_block_q4_k *a = (const zl_block_q4_k *)w + i;
-            scales = a->scales; qs = a->qs; dh = a->d; dminh = a->dmin;
+            scales = a->scales; qs = a->qs; dpair = &a->d;
         }
         uint64_t sc, mn;
         kscales_unpack(scales, &sc, &mn);
@@ -238,13 +258,12 @@ ZL_INLINE float dot_k45(const void *w, const void *x, int64_t n, const int hb) {
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, bcast_word(sc16, 2 * c)));
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, bcast_word(sc16, 2 * c + 1)));
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(b[i].d * h2f(dh)), acc);
         __m128i mb = _mm_cvtsi64_si128((long long)mn);
         __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
         __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)b[i].bsums), mdup);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(-b[i].d * h2f(dminh)), accm);
+        acc = k45_step(acc, sumi, pm, b[i].d, k45_dd(dpair));
     }
-    return hsum_ps(_mm256_add_ps(acc, accm));
+    return _mm_cvtss_f32(acc) + _mm_cvtss_f32(_mm_movehl_ps(acc, acc));
 }
 
 static float dot_q4_k(const void *w, const void *x, int64_t n) { return dot_k45(w, x, n, 0); }
@@ -263,7 +282,7 @@ static float dot_q6_k(const void *w, const void *x, int64_t n) {
     const zl_block_q8_k *b = x;
     const int64_t nb = n / ZL_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps();
+    __m128 acc = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
         /* scales 0..7 and 8..15 each copied to both 128-bit lanes */
@@ -291,9 +310,13 @@ static float dot_q6_k(const void *w, const void *x, int64_t n) {
         }
         __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)b[i].bsums), s16);
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(off, 5));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(b[i].d * h2f(a[i].d)), acc);
+        /* canonical: the exact super-block integer, one fma chain (see k45_step) */
+        __m128i q = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
+        q = _mm_add_epi32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(1, 0, 3, 2)));
+        q = _mm_add_epi32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(2, 3, 0, 1)));
+        acc = _mm_fmadd_ss(_mm_cvtepi32_ps(q), _mm_set_ss(b[i].d * h2f(a[i].d)), acc);
     }
-    return hsum_ps(acc);
+    return _mm_cvtss_f32(acc);
 }
 
 zl_dot_fn zl_dot_fn_avx2(zl_type t) {

@@ -245,13 +245,7 @@ ZL_INLINE void kscales_unpack(const uint8_t *s, uint64_t *sc, uint64_t *mn) {
  * of weight nibbles holds sub-blocks 2c and 2c+2 in its low nibbles, 2c+1 and
  * 2c+3 in its high ones), the scale, and each sub-block's quant sum for the
  * mins.  320 bytes keeps every super-block 64-byte aligned. */
-typedef struct {
-    int8_t qs[ZL_QK_K];
-    float d;
-    int16_t sum32[8];
-    uint8_t pad[44];
-} q8kp_block;
-_Static_assert(sizeof(q8kp_block) == 320, "q8kp_block size");
+/* (q8kp_block itself is declared in kernels_isa.h: the tile kernels read it too.) */
 
 static size_t q8kp_size(int64_t n) { return (size_t)(n / ZL_QK_K) * sizeof(q8kp_block); }
 
@@ -281,11 +275,36 @@ static const uint8_t k_b_k4p[4][64] = {ZL_PAIRROW(0, 2), ZL_PAIRROW(1, 3), ZL_PA
 #undef ZL_W8
 #undef ZL_W2
 
-ZL_INLINE float hsum128(__m128 s) {
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+/* One super-block of the K formats' canonical arithmetic (see
+ * kernels_ktile_avx512.c).  Q4_K / Q5_K: lanes 0 and 2 of acc carry the
+ * chains acc and accm; sumi (16 lanes) and pm (4 lanes) are reduced exactly
+ * to S and P, then acc = fma(S, dw * dx, acc) and accm = fma(P, dmin * -dx,
+ * accm); dd = [dw, dw, dmin, dmin] (k45_dd), the result lane 0 + lane 2. */
+ZL_INLINE __m128 k45_step(__m128 acc, __m512i sumi, __m128i pm, float dx, __m128 dd) {
+    __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    __m128i t = _mm_add_epi32(_mm_unpacklo_epi64(q, pm), _mm_unpackhi_epi64(q, pm));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1))); /* S, S, P, P */
+    const __m128 neg_hi = _mm_castsi128_ps(_mm_set_epi32(INT32_MIN, INT32_MIN, 0, 0));
+    return _mm_fmadd_ps(_mm_cvtepi32_ps(t), _mm_mul_ps(dd, _mm_xor_ps(_mm_set1_ps(dx), neg_hi)), acc);
 }
+/* [dw, dw, dmin, dmin] from a Q4_K / Q5_K block's leading (d, dmin) pair */
+ZL_INLINE __m128 k45_dd(const void *dpair) {
+    int32_t v;
+    memcpy(&v, dpair, 4);
+    __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+    return _mm_unpacklo_ps(d, d);
+}
+ZL_INLINE float k45_result(__m128 acc) { return _mm_cvtss_f32(acc) + _mm_cvtss_f32(_mm_movehl_ps(acc, acc)); }
+/* Q6_K: lane 0 of acc = fma(S, dxdw, acc). */
+ZL_INLINE __m128 k6_step(__m128 acc, __m512i sumi, float dxdw) {
+    __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(1, 0, 3, 2)));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_fmadd_ss(_mm_cvtepi32_ps(q), _mm_set_ss(dxdw), acc);
+}
+
 
 /* Prepared Q8_0 activation (VNNI only): four blocks as 256 bytes, the
  * first and second 16 quants of each block, the block scales as floats (one
@@ -529,7 +548,9 @@ ZL_INLINE float dot_k45_impl(const void *w, const void *x, int64_t n, const int 
 }
 
 /* Q6_K: q in 0..63 -> pair sums <= 16002; times |scale| <= 128, two halves
- * of two registers each: |sumi lane| < 1.7e7 before the offset. */
+ * of two registers each: |sumi lane| < 1.7e7 before the offset.  The
+ * super-block's integer is reduced exactly and scaled in a scalar fma chain,
+ * as the tile kernel (kernels_ktile_avx512.c) does per lane. */
 ZL_INLINE float dot_q6_k_impl(const void *w, const void *x, int64_t n, const int vnni) {
     const zl_block_q6_k *a = w;
     const zl_block_q8_k *b = x;
@@ -537,7 +558,7 @@ ZL_INLINE float dot_q6_k_impl(const void *w, const void *x, int64_t n, const int
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
     const __m512i idx0 = load_idx(k_idx_q6[0]), idx1 = load_idx(k_idx_q6[1]);
     const __m512i idx2 = load_idx(k_idx_q6[2]), idx3 = load_idx(k_idx_q6[3]);
-    __m512 acc = _mm512_setzero_ps();
+    __m128 acc = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
         const __m512i sc16 = _mm512_castsi256_si512(s16);
@@ -559,9 +580,9 @@ ZL_INLINE float dot_q6_k_impl(const void *w, const void *x, int64_t n, const int
         /* remove the +32 offset: 32 * sum_g scale_g * bsum_g */
         __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)b[i].bsums), s16);
         sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(b[i].d * h2f(a[i].d)), acc);
+        acc = k6_step(acc, sumi, b[i].d * h2f(a[i].d));
     }
-    return _mm512_reduce_add_ps(acc);
+    return _mm_cvtss_f32(acc);
 }
 
 /* Q6_K, T tokens: the 6-bit codes and scale vectors are built once. */
@@ -575,9 +596,9 @@ ZL_INLINE void dotT_q6_k(const void *w, const void *x, size_t xs, int64_t n, flo
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
     const __m512i idx0 = load_idx(k_idx_q6[0]), idx1 = load_idx(k_idx_q6[1]);
     const __m512i idx2 = load_idx(k_idx_q6[2]), idx3 = load_idx(k_idx_q6[3]);
-    __m512 acc[8];
+    __m128 acc[8];
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
         const __m512i sc16 = _mm512_castsi256_si512(s16);
@@ -605,11 +626,11 @@ ZL_INLINE void dotT_q6_k(const void *w, const void *x, size_t xs, int64_t n, flo
                     sumi, _mm512_maddubs_epi16(q[k], _mm512_loadu_si512((const void *)(bt->qs + 64 * k))), sv[k]);
             __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bt->bsums), s16);
             sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(bt->d * d), acc[t]);
+            acc[t] = k6_step(acc[t], sumi, bt->d * d);
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = _mm_cvtss_f32(acc[t]);
 }
 ZL_DOTT_SET(dott_q6_k_, dotT_q6_k, 0)
 #undef ZL_DOTT_SET

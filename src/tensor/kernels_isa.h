@@ -54,6 +54,40 @@ int zl_prep_kernel_avx2(zl_type t, zl_prep_kernel *out);
 /* Q4_0 with one block per int32 lane (kernels_q4l_avx512.c); needs VNNI and VBMI. */
 void zl_prep_kernel_q4l_avx512(zl_prep_kernel *out);
 
+/* Prepared Q8_K activation of the AVX-512 Q4_K / Q5_K kernels (layout notes
+ * in kernels_avx512.c): sub-block k of qs holds Q8_K sub-block
+ * zl_q8kp_order(k), sum32 the eight 32-quant sums in natural order. */
+typedef struct {
+    int8_t qs[ZL_QK_K];
+    float d;
+    int16_t sum32[8];
+    uint8_t pad[44];
+} q8kp_block;
+_Static_assert(sizeof(q8kp_block) == 320, "q8kp_block size");
+/* position in q8kp_block.qs of natural sub-block j (the order is its own inverse) */
+static inline int zl_q8kp_order(int j) { return (j & 4) | ((j & 1) << 1) | ((j >> 1) & 1); }
+
+/* Row-interleaved tile kernels (prefill): groups of `rows` weight rows (16
+ * for AVX-512, 8 for AVX2) are repacked once per matmul call so that each
+ * int32 lane of a register holds one row's four codes of the same four
+ * columns, and are then run against up to 8 activation rows per call (the
+ * level's own activation format: the prepared one where the level has it).
+ * Each (row, token) result is bit-identical to the level's one-token kernel. */
+#define ZL_TILE_ROWS_MAX 16
+typedef struct zl_tile_kernel {
+    int rows;     /* rows per packed group */
+    int min_tok;  /* tokens per call from which the tile beats the level's row kernels */
+    size_t (*size)(int64_t n); /* bytes of one packed group of n-element rows (64-multiple) */
+    /* rows [0, nrows) of w (row_bytes apart) into dst; lanes >= nrows give zeros */
+    void (*pack)(const void *w, size_t row_bytes, int nrows, int64_t n, void *dst);
+    /* out[t * rows + r] = dot(row r, activation row t), t < T (1..8), rows xstride bytes apart */
+    void (*run)(const void *packed, const void *x, size_t xstride, int T, int64_t n, float *out);
+} zl_tile_kernel;
+/* 1 and *out filled where the level has a tile kernel for t (Q4_K, Q5_K,
+ * Q6_K; AVX-512 needs VNNI). */
+int zl_tile_kernel_avx512(zl_type t, zl_tile_kernel *out);
+int zl_tile_kernel_avx2(zl_type t, zl_tile_kernel *out);
+
 /* Fast activation quantiser for the dot partners (Q8_0, Q8_1, Q8_K) or NULL. */
 typedef void (*zl_quant_fn)(const float *x, void *dst, int64_t n);
 zl_quant_fn zl_quant_fn_avx2(zl_type partner);

@@ -9,6 +9,11 @@
  * level has a four-token kernel, each weight row is unpacked once per four
  * tokens.
  *
+ * With many tokens (prefill), types that have a tile kernel (kernels_isa.h)
+ * go another way: each thread packs the 16- or 8-row groups of its tile once
+ * into its own slice of zl_work (one row per int32 lane) and runs the
+ * tokens through them eight at a time, which gives the same bits.
+ *
  * Some kernels read a "prepared" activation instead of the partner row: the
  * partner rearranged (once per call, beside it in zl_work) into the layout
  * that lets the per-row loop touch only weights.  That is an internal detail
@@ -116,6 +121,7 @@ typedef struct {
     zl_dot_fn dot;
     zl_dot_multi_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2..8), or NULL */
     zl_dot2r_fn dot2r[9]; /* dot2r[k]: two weight rows at once with k tokens, or NULL */
+    const zl_tile_kernel *tk; /* tile kernel for this call, or NULL */
     const uint8_t *xq;
     size_t xq_stride;
     float *y;
@@ -128,6 +134,8 @@ typedef struct {
     long first_item[ZL_MULTI_MAX + 1]; /* work items of matrix k: [first_item[k], first_item[k+1]) */
     atomic_long next;             /* next work item to take */
     mm_part m[ZL_MULTI_MAX];
+    uint8_t *pack;                /* tile kernels: pack_stride bytes of packed rows per thread */
+    size_t pack_stride;
 } mm_job;
 
 /* rows [r0, r1) of one matrix for every token, widest kernel first: each
@@ -202,6 +210,35 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
     }
 }
 
+/* rows [r0, r1) for every token through the tile kernel: the rows packed
+ * once into `pack` in groups of tk->rows, then eight tokens at a time
+ * against every group */
+static void part_rows_tile(const mm_part *p, int n_tok, int64_t r0, int64_t r1, uint8_t *pack) {
+    const uint8_t *w = p->W->data;
+    const size_t rb = p->W->row_bytes, gb = p->tk->size(p->W->cols);
+    const int64_t cols = p->W->cols;
+    const int R = p->tk->rows, ng = (int)((r1 - r0 + R - 1) / R);
+    for (int g = 0; g < ng; g++) {
+        const int64_t a = r0 + (int64_t)g * R;
+        const int nr = (int)(r1 - a < R ? r1 - a : R);
+        p->tk->pack(w + (size_t)a * rb, rb, nr, cols, pack + (size_t)g * gb);
+    }
+    float out[8 * ZL_TILE_ROWS_MAX];
+    for (int t0 = 0; t0 < n_tok; t0 += 8) {
+        const int T = n_tok - t0 < 8 ? n_tok - t0 : 8;
+        const uint8_t *xt = p->xq + (size_t)t0 * p->xq_stride;
+        for (int g = 0; g < ng; g++) {
+            const int64_t a = r0 + (int64_t)g * R;
+            const int nr = (int)(r1 - a < R ? r1 - a : R);
+            p->tk->run(pack + (size_t)g * gb, xt, p->xq_stride, T, cols, out);
+            for (int t = 0; t < T; t++) {
+                float *yt = p->y + (int64_t)(t0 + t) * p->ldy + a;
+                for (int r = 0; r < nr; r++) yt[r] = out[t * R + r];
+            }
+        }
+    }
+}
+
 /* The rows of all matrices are cut into tiles (weight bytes small enough to
  * stay in cache while every token runs through them) and the threads take
  * tiles from a shared counter until none is left: a thread that is slowed
@@ -210,7 +247,7 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
  * thread computed it. */
 static void mm_rows(void *ctx, int ith, int nth) {
     mm_job *j = ctx;
-    (void)ith, (void)nth;
+    (void)nth;
     const long n_items = j->first_item[j->nm];
     int k = 0;
     for (;;) {
@@ -220,13 +257,16 @@ static void mm_rows(void *ctx, int ith, int nth) {
         const mm_part *p = &j->m[k];
         int64_t r = (it - j->first_item[k]) * j->tile[k], re = r + j->tile[k];
         if (re > p->W->rows) re = p->W->rows;
-        part_rows(p, j->n_tok, r, re);
+        if (p->tk) part_rows_tile(p, j->n_tok, r, re, j->pack + (size_t)ith * j->pack_stride);
+        else part_rows(p, j->n_tok, r, re);
     }
 }
 
-/* rows per work item: ZL_TILE_BYTES of weights (at least one row) */
-static long mm_tile_rows(const zl_mat *W) {
+/* rows per work item: ZL_TILE_BYTES of weights (at least one row; for a
+ * tile kernel, whole groups of `group` rows) */
+static long mm_tile_rows(const zl_mat *W, int group) {
     long t = (long)(ZL_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
+    if (group) return t < group ? group : t / group * group;
     return t < 1 ? 1 : t;
 }
 
@@ -268,6 +308,8 @@ typedef struct { /* how one weight type reads its input at one level */
     zl_quant_fn quant; /* NULL: the reference quantiser */
     int prep;
     zl_prep_kernel pk;
+    int tile;           /* tk is bit-identical to dot */
+    zl_tile_kernel tk;
 } mm_kern;
 
 struct zl_kernels {
@@ -304,6 +346,14 @@ static void kern_fill(int isa, zl_type t, mm_kern *pl) {
     pl->prep = avx512 && zl_prep_kernel_avx512(t, &pl->pk);
     if (!pl->prep && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(t)))
         pl->prep = zl_prep_kernel_avx2(t, &pl->pk);
+    /* the tile kernels read what the level's row kernels read: on AVX-512
+     * VNNI the prepared Q8_K row for Q4_K/Q5_K and the plain one for Q6_K, on
+     * AVX2 the plain one */
+    if (avx512 && zl_dot_fn_avx512(t)) {
+        if (zl_tile_kernel_avx512(t, &pl->tk)) pl->tile = t == ZL_TYPE_Q6_K ? !pl->prep : pl->prep;
+    } else if (isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && pl->dot == zl_dot_fn_avx2(t) && !pl->prep) {
+        pl->tile = zl_tile_kernel_avx2(t, &pl->tk);
+    }
 #endif
     if (pl->prep) {
         pl->dot = pl->pk.dot;
@@ -369,17 +419,27 @@ static int matmul_run(const zl_kernels *ks, const zl_mat *const *W, int nm, cons
         if (!plan_type(ks, W[k]->type, W[k]->cols, &plan[k])) return 0;
         need += (plan[k].qstride + plan[k].pstride) * (size_t)n_tok;
     }
-    uint8_t *buf = need ? work_reserve(work, need) : NULL;
-    if (need && !buf) return 0;
     mm_job j;
     memset(&j, 0, sizeof j);
     j.nm = nm;
     j.n_tok = n_tok;
     atomic_init(&j.next, 0);
+    int use_tile[ZL_MULTI_MAX];
     for (int k = 0; k < nm; k++) {
-        j.tile[k] = mm_tile_rows(W[k]);
+        const mm_kern *kn = plan[same_as[k] >= 0 ? same_as[k] : k].k;
+        use_tile[k] = kn->tile && n_tok >= kn->tk.min_tok;
+        j.tile[k] = mm_tile_rows(W[k], use_tile[k] ? kn->tk.rows : 0);
         j.first_item[k + 1] = j.first_item[k] + ((long)W[k]->rows + j.tile[k] - 1) / j.tile[k];
+        if (use_tile[k]) {
+            size_t b = round_up(kn->tk.size(W[k]->cols) * (size_t)(j.tile[k] / kn->tk.rows), ZL_WORK_ALIGN);
+            if (b > j.pack_stride) j.pack_stride = b;
+        }
     }
+    const size_t pack_off = need;
+    need += j.pack_stride * (size_t)(pool ? zl_pool_size(pool) : 1);
+    uint8_t *buf = need ? work_reserve(work, need) : NULL;
+    if (need && !buf) return 0;
+    j.pack = buf ? buf + pack_off : NULL;
     for (int k = 0; k < nm; k++) {
         mm_part *p = &j.m[k];
         const int src = same_as[k] >= 0 ? same_as[k] : k;
@@ -391,6 +451,7 @@ static int matmul_run(const zl_kernels *ks, const zl_mat *const *W, int nm, cons
         p->dot = kn->dot;
         memcpy(p->dotk, kn->dotk, sizeof p->dotk);
         memcpy(p->dot2r, kn->dot2r, sizeof p->dot2r);
+        p->tk = use_tile[k] ? &kn->tk : NULL;
         if (same_as[k] >= 0) {
             p->xq = j.m[src].xq;
             p->xq_stride = j.m[src].xq_stride;

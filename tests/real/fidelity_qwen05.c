@@ -9,7 +9,10 @@
  * of |llama.cpp - exact| on the top-2 margin.
  * Perplexity: within 3 sigma of llama-perplexity, sigma = the sd of the per-
  * prediction NLL difference zerolayer - llama.cpp on the 512 fixture positions
- * (0.0862 nats) over the ~1010 predictions of each context: 0.27%, so 0.8%.
+ * (0.0862 nats) over the ~1010 predictions of each context: 0.27%, so 0.8%;
+ * 1.0% (3.7 sigma) since the K formats' canonical arithmetic (a rounding
+ * change only, closer to the exact dot: see tests/fixtures/real/README.md)
+ * moved ctx 512 to -0.92%.
  */
 #include "fidelity.h"
 
@@ -17,7 +20,7 @@
 static const fid_bounds k_qwen05 = {
     .model = "qwen2.5-coder-0.5b",
     .mean_llama = 0.112, .top1_llama = 0.94, .mean_exact = 0.112, .top1_exact = 0.94,
-    .exact_positions = 32, .greedy_margin = 0.40, .ppl_rel = 0.008,
+    .exact_positions = 32, .greedy_margin = 0.40, .ppl_rel = 0.010,
 };
 
 Test(real_qwen05, logits, .timeout = 1200) { fid_logits(&k_qwen05); }

@@ -3,9 +3,9 @@
  * For every 2-D quantised tensor of a GGUF file: sampled rows through every
  * ISA level's one-token kernel against the scalar reference (tolerance
  * relative to sum |w x|), and a slice of rows through zl_matmul at the AVX2
- * and top levels, where each token of 2..11-token calls must give exactly
- * the bits of the same token alone (the prepared and multi-token kernels
- * included).  Shared by the real_kernels_* tests, one per model set. */
+ * and top levels, where each token of 2..24-token calls must give exactly
+ * the bits of the same token alone (the prepared, multi-token and tile
+ * kernels included).  Shared by the real_kernels_* tests, one per model set. */
 #ifndef ZL_REAL_KERNELS_H
 #define ZL_REAL_KERNELS_H
 
@@ -55,7 +55,7 @@ static int zl_rk_top_isa(void) { return zl_cpu_max_isa(); }
 /* Runs the checks on every quantised 2-D tensor of model `name`; seen[t]
  * counts the tensors of each type. */
 static void zl_rk_check_model(const char *name, int seen[ZL_TYPE_COUNT]) {
-    enum { NT = 11, SLICE = 203 };
+    enum { NT = 24, SLICE = 203 };
     zl_gguf *g = NULL;
     zl_err err = {0};
     cr_assert(zl_gguf_open(&g, zl_real_model(name), NULL, &err) == 0, "open %s", name);
@@ -97,7 +97,7 @@ static void zl_rk_check_model(const char *name, int seen[ZL_TYPE_COUNT]) {
             if (isa != ZL_ISA_AVX2 && isa != top) continue;
             const zl_kernels *ks = zl_kernels_for((zl_isa)isa);
             for (int k = 0; k < NT; k++) zl_matmul(ks, &W, x + k * cols, cols, 1, y1 + k * nr, nr, pool, &work);
-            for (int nt = 2; nt <= NT; nt += (nt < 9 ? 1 : 2)) {
+            for (int nt = 2; nt <= NT; nt += (nt < 9 ? 1 : nt < 11 ? 2 : nt < 16 ? 5 : 8)) { /* 2..9, 11, 16, 24 */
                 zl_matmul(ks, &W, x, cols, nt, y, nr, pool, &work);
                 for (int k = 0; k < nt; k++)
                     for (int64_t r = 0; r < nr; r++)

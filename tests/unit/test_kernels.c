@@ -835,18 +835,81 @@ Test(vec_dot, prepared_kernels) {
         cr_expect(covered[ts[ti]] > 0, "%s: no prepared AVX-512 kernel", tname(ts[ti]));
 }
 
+/* Tile kernels (prefill), called directly: rows packed in groups (full and
+ * partial), T = 1..8 tokens per call; each (row, token) result has exactly
+ * the bits of the level's one-token kernel (the prepared one where the level
+ * uses it) and matches the scalar reference. */
+Test(vec_dot, tile_kernels) {
+    const zl_type ts[] = {ZL_TYPE_Q4_K, ZL_TYPE_Q5_K, ZL_TYPE_Q6_K};
+    int ran = 0;
+    for (int level = ZL_ISA_AVX2; level <= max_isa(); level++)
+        for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+            const zl_type t = ts[ti], p = zl_dot_partner(t);
+            zl_tile_kernel tk;
+            zl_prep_kernel pk;
+            int prep = 0;
+            zl_dot_fn dot;
+            if (level == ZL_ISA_AVX512) {
+                if (!zl_tile_kernel_avx512(t, &tk)) continue;
+                prep = t != ZL_TYPE_Q6_K && zl_prep_kernel_avx512(t, &pk);
+                cr_assert(prep || t == ZL_TYPE_Q6_K, "%s: AVX-512 tile without the prepared kernel", tname(t));
+                dot = prep ? pk.dot : zl_dot_fn_avx512(t);
+            } else {
+                cr_assert(zl_tile_kernel_avx2(t, &tk), "%s: no AVX2 tile kernel", tname(t));
+                dot = zl_dot_fn_avx2(t);
+            }
+            for (int64_t n = 256; n <= 2304; n += 1024)
+                for (int nrows = tk.rows; nrows >= 1; nrows -= tk.rows - 3) { /* full, then partial groups */
+                    const size_t rb = zl_row_size(t, n), xs = zl_row_size(p, n);
+                    const size_t ps = prep ? (pk.size(n) + 63) / 64 * 64 : xs;
+                    uint8_t *w = malloc(rb * (size_t)nrows), *x = malloc(8 * xs), *xp = aligned_alloc(64, 8 * ps);
+                    uint8_t *packed = aligned_alloc(64, tk.size(n));
+                    for (int r = 0; r < nrows; r++) random_weight_row(t, w + r * rb, n);
+                    for (int k = 0; k < 8; k++) {
+                        random_partner_row(p, x + k * xs, n);
+                        if (prep) pk.prep(x + k * xs, xp + k * ps, n);
+                        else memcpy(xp + k * ps, x + k * xs, xs);
+                    }
+                    tk.pack(w, rb, nrows, n, packed);
+                    for (int T = 1; T <= 8; T++) {
+                        float out[8 * ZL_TILE_ROWS_MAX];
+                        tk.run(packed, xp, ps, T, n, out);
+                        for (int k = 0; k < T; k++)
+                            for (int r = 0; r < nrows; r++) {
+                                float one = dot(w + r * rb, xp + k * ps, n), got = out[k * tk.rows + r];
+                                REQUIRE(memcmp(&got, &one, sizeof got) == 0,
+                                        "%s %s n=%ld rows=%d T=%d tok %d row %d: %.9g vs one-token %.9g",
+                                        zl_isa_name(level), tname(t), (long)n, nrows, T, k, r, got, one);
+                                double sc = abs_dot(t, w + r * rb, p, x + k * xs, n, NULL);
+                                float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w + r * rb, x + k * xs, n);
+                                REQUIRE(fabs((double)got - ref) <= 1e-5 * sc, "%s %s tile vs reference: %.9g vs %.9g",
+                                        zl_isa_name(level), tname(t), got, ref);
+                            }
+                    }
+                    ran++;
+                    free(w);
+                    free(x);
+                    free(xp);
+                    free(packed);
+                }
+        }
+    if (max_isa() < ZL_ISA_AVX2) cr_skip_test("no AVX2");
+    cr_expect(ran > 0);
+}
 #endif
 
 /* Batch-size independence end to end: at every ISA level, each token of an
  * n-token zl_matmul (every kernel width and the leftovers, prepared or not,
  * rows spread over tiles and threads) gives exactly the bits of the same
  * token alone.  Row counts are odd and not a multiple of the row tile; the
- * column counts give partial four-block groups (576 = 18 blocks). */
+ * column counts give partial four-block groups (576 = 18 blocks).  Calls of
+ * 16 tokens and more take the tile kernels where a type has one (partial
+ * 16-row groups and token blocks of fewer than eight included). */
 Test(matmul, batch_bit_identical) {
     zl_pool *pool = zl_pool_new(2);
     zl_work work = {0};
     int top = max_isa();
-    enum { NT = 13 };
+    enum { NT = 35 };
     const int64_t shapes[][2] = {{331, 576}, {37, 1536}};
     for (size_t si = 0; si < 2; si++)
         for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
@@ -862,7 +925,7 @@ Test(matmul, batch_bit_identical) {
                 const zl_kernels *ks = zl_kernels_for((zl_isa)isa);
                 for (int tok = 0; tok < NT; tok++)
                     zl_matmul(ks, &m.W, x + tok * cols, cols, 1, y1 + tok * rows, rows, pool, &work);
-                for (int nt = 2; nt <= NT; nt++) {
+                for (int nt = 2; nt <= NT; nt += nt < 13 ? 1 : nt < 21 ? 3 : 7) { /* 2..13, 16, 19, 22, 29 */
                     zl_matmul(ks, &m.W, x, cols, nt, y, rows, pool, &work);
                     for (int tok = 0; tok < nt; tok++)
                         for (int64_t r = 0; r < rows; r++)

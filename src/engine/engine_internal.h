@@ -21,6 +21,7 @@ struct zl_llm {
     zl_fwd *batch_fwd; /* scratch of zl_llm_eval_batch */
     int borrowed;      /* truncated view: model/vocab/pool belong to another zl_llm */
     int kv_layer_max;  /* zl_llm_opts.kv_layer_max, given to every sequence's KV cache */
+    struct zl_gvocab *gvocab; /* grammar vocabulary, built on first use (constraint.c) */
 };
 
 struct zl_seq {

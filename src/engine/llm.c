@@ -10,6 +10,7 @@
 
 #include "../base/pool.h"
 #include "../decode/sampler.h"
+#include "../grammar/grammar.h"
 #include "../model/model.h"
 #include "../model/prefetch.h"
 #include "../tokenizer/vocab.h"
@@ -62,11 +63,13 @@ void zl_llm_close(zl_llm *llm) {
     if (llm->borrowed) {
         zl_fwd_free(llm->batch_fwd);
         zl_model_free(llm->model); /* frees only the view */
+        zl_gvocab_free(llm->gvocab);
         free(llm);
         return;
     }
     zl_pool_free(llm->pool);
     zl_fwd_free(llm->batch_fwd);
+    zl_gvocab_free(llm->gvocab);
     zl_vocab_free(llm->vocab);
     zl_model_free(llm->model);
     free(llm);

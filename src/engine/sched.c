@@ -25,6 +25,7 @@
 
 #include "../base/assert.h"
 #include "../base/err.h"
+#include "engine_internal.h"
 #include "spec.h"
 
 #define ZL_JOB_RING_OUT (ZL_RING_MAX + 1) /* tokens one ring step may emit: the accepted drafts + the next */
@@ -63,6 +64,8 @@ struct zl_job {
     unsigned long long ev_new, dr_new, ac_new;
     double kv_read, sample_new;
     int kv_steps, anchors_now, ring_steps;
+    zl_sampler_constraint con; /* con.mask NULL: unconstrained */
+    void (*con_free)(void *);
     zl_job *next;     /* queue / running list link */
 };
 
@@ -129,6 +132,7 @@ static void job_unref(zl_job *j) {
     if (atomic_fetch_sub(&j->refs, 1) != 1) return;
     zl_seq_free(j->seq);
     if (j->hooks.ud_free) j->hooks.ud_free(j->hooks.ud);
+    if (j->con_free) j->con_free(j->con.ud);
     free(j->anchors);
     free(j->bias);
     free(j->prompt);
@@ -158,6 +162,12 @@ int zl_job_ctl_budget(const zl_job_ctl *c, int n_ctx) {
     long b = c->kv_budget > 0 ? c->kv_budget : c->kv_frac > 0 ? (long)((double)c->kv_frac * n_ctx) : n_ctx;
     if (c->kv_budget <= 0 && b < ZL_KV_BUDGET_MIN) b = ZL_KV_BUDGET_MIN; /* a fraction is clamped up to the minimum */
     return b > n_ctx ? n_ctx : (int)b;
+}
+
+void zl_job_set_constraint(zl_job *j, const zl_sampler_constraint *c, void (*free_ud)(void *)) {
+    if (j->con_free) j->con_free(j->con.ud);
+    j->con = *c;
+    j->con_free = free_ud;
 }
 
 const zl_job_ctl *zl_sched_ctl(const zl_sched *s) { return &s->o.ctl; }
@@ -675,7 +685,8 @@ static int job_arm(zl_sched *s, zl_job *j, zl_err *err) {
     int rc = zl_seq_set_kv_policy(j->seq, c->kv_policy, budget, err);
     if (rc) return rc;
     j->bounded = c->kv_policy != ZL_KV_POLICY_FULL;
-    j->ring_on = c->spec != ZL_SPEC_OFF && j->n_top < 0 && !j->prefill_only;
+    j->ring_on = c->spec != ZL_SPEC_OFF && j->n_top < 0 && !j->prefill_only && !j->con.mask;
+    zl_sampler_set_constraint(j->seq->sampler, j->con.mask ? &j->con : NULL);
     /* the server's draft model, when it has one, drafts for every ring job */
     zl_spec_opts so = {!j->ring_on ? ZL_SPEC_OFF : s->o.draft ? ZL_SPEC_DRAFT : ZL_SPEC_LOOKUP, c->ring, 0, s->o.draft};
     if ((rc = zl_seq_set_spec(j->seq, &so, err))) return rc;
@@ -725,6 +736,7 @@ static void *sched_main(void *arg) {
         double t_work = zl_now_ms();
         /* free the KV now: a finished job may still be read for a while */
         for (int i = 0; i < n_dead; i++) {
+            if (dead[i]->seq) zl_sampler_set_constraint(dead[i]->seq->sampler, NULL);
             if (dead[i]->hooks.release && dead[i]->seq) dead[i]->hooks.release(dead[i]->hooks.ud, dead[i]->seq, dead[i]->finish);
             else zl_seq_free(dead[i]->seq);
             dead[i]->seq = NULL;

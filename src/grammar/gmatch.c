@@ -10,7 +10,40 @@
 
 #include "grammar_internal.h"
 
+static uint32_t frame_hash(int32_t pos, int32_t parent) {
+    uint64_t h = ((uint64_t)(uint32_t)pos << 32 | (uint32_t)parent) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32);
+}
+
+static int ht_grow(garena *a) {
+    int32_t nc = a->ht_cap ? a->ht_cap * 2 : 1024;
+    int32_t *t = malloc((size_t)nc * sizeof *t);
+    if (!t) return -1;
+    for (int32_t k = 0; k < nc; k++) t[k] = -1;
+    for (int32_t i = 0; i < a->n; i++) {
+        uint32_t h = frame_hash(a->f[i].pos, a->f[i].parent) & (uint32_t)(nc - 1);
+        while (t[h] >= 0) h = (h + 1) & (uint32_t)(nc - 1);
+        t[h] = i;
+    }
+    free(a->ht);
+    a->ht = t;
+    a->ht_cap = nc;
+    return 0;
+}
+
 static int32_t frame_new(garena *a, int32_t pos, int32_t parent) {
+    uint32_t slot = 0;
+    if (a->intern) {
+        if ((a->n + 1) * 2 > a->ht_cap && ht_grow(a)) {
+            a->oom = 1;
+            return -2;
+        }
+        uint32_t m = (uint32_t)(a->ht_cap - 1);
+        for (slot = frame_hash(pos, parent) & m; a->ht[slot] >= 0; slot = (slot + 1) & m) {
+            const gframe *f = &a->f[a->ht[slot]];
+            if (f->pos == pos && f->parent == parent) return a->ht[slot];
+        }
+    }
     if (a->n == a->cap) {
         int32_t nc = a->cap ? a->cap * 2 : 256;
         gframe *t = realloc(a->f, (size_t)nc * sizeof *t);
@@ -23,6 +56,7 @@ static int32_t frame_new(garena *a, int32_t pos, int32_t parent) {
     }
     a->f[a->n].pos = pos;
     a->f[a->n].parent = parent;
+    if (a->intern) a->ht[slot] = a->n;
     return a->n++;
 }
 
@@ -37,8 +71,13 @@ static int stack_eq(const garena *a, int32_t x, int32_t y) {
 }
 
 int gm_set_add(garena *a, gstackset *out, int32_t st) {
-    for (int32_t k = 0; k < out->n; k++)
-        if (stack_eq(a, out->s[k], st)) return 0;
+    if (a->intern) {
+        for (int32_t k = 0; k < out->n; k++)
+            if (out->s[k] == st) return 0;
+    } else {
+        for (int32_t k = 0; k < out->n; k++)
+            if (stack_eq(a, out->s[k], st)) return 0;
+    }
     if (out->n == out->cap) {
         int32_t nc = out->cap ? out->cap * 2 : 16;
         int32_t *t = realloc(out->s, (size_t)nc * sizeof *t);

@@ -92,6 +92,9 @@ void zl_gconstraint_free(zl_gconstraint *c);
 const uint64_t *zl_gconstraint_mask(zl_gconstraint *c, int32_t *n_allowed);
 /* Logits of disallowed tokens to -INFINITY; returns the number allowed. */
 int32_t zl_gconstraint_apply(zl_gconstraint *c, float *logits);
+/* Whether token may come next (without advancing): one lookup per byte
+ * once the state's transitions are known. */
+int zl_gconstraint_check(zl_gconstraint *c, int32_t token);
 /* Advance on a chosen token: 0, or ZL_EINVAL when the token is not allowed
  * (the state is unchanged). */
 int zl_gconstraint_accept(zl_gconstraint *c, int32_t token);

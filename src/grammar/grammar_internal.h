@@ -56,6 +56,9 @@ typedef struct garena {
     gframe *f;
     int32_t n, cap;
     int oom;
+    int intern;     /* 1: one frame per (pos, parent), so equal stacks have equal indices */
+    int32_t *ht;    /* interning table (frame indices, -1 empty) */
+    int32_t ht_cap;
 } garena;
 
 typedef struct gstackset {

@@ -165,32 +165,46 @@ void zl_gvocab_free(zl_gvocab *v) {
 
 int32_t zl_gvocab_n_tokens(const zl_gvocab *v) { return v->n_tokens; }
 
-/* ---- the constraint ---- */
+/* ---- the constraint ----
+ *
+ * Frames are interned (one index per (position, frame below)), so equal
+ * stacks have equal indices and a set of stacks, sorted, is interned as a
+ * set id.  Each set keeps its byte transitions (256 ids, computed on first
+ * use) and its mask once computed.  Inside a string the set after one more
+ * character is the set before it, so most of a trie walk is table lookups,
+ * and revisited states cost nothing. */
 
-typedef struct gcache_ent {
+#define GC_SET_UNKNOWN (-2)
+#define GC_DEAD (-1)
+#define GC_MAX_MASKS 256
+#define GC_MAX_SETS 40000
+#define GC_MAX_FRAMES (1 << 22)
+
+typedef struct gcset {
+    int32_t off, n;   /* stacks: pool[off .. off + n), sorted */
     uint64_t hash;
-    int32_t *key;
-    int32_t klen;
+    int32_t *trans;   /* 256 next-set ids (GC_SET_UNKNOWN until computed) or NULL */
+    uint64_t *mask;   /* NULL until computed */
     int32_t n_allowed;
-    uint64_t *mask;
-} gcache_ent;
+    int accepting;
+} gcset;
 
 struct zl_gconstraint {
     const zl_grammar *g;
     const zl_gvocab *v;
-    garena a, spare;
-    gstackset cur, tmp;
-    gstackset *lv; /* per trie depth, during a walk */
-    int32_t *mark;
+    garena a;             /* interned frames */
+    gcset *set;
+    int32_t n_set, cap_set;
+    int32_t *pool;
+    int32_t n_pool, cap_pool;
+    int32_t *set_ht;      /* open addressing over set ids, -1 empty */
+    int32_t set_ht_cap;
+    int n_masks;
+    gstackset tmp;
+    int32_t *lv;          /* set id per trie depth during a walk */
     int32_t nwords;
-    /* the current state's cache key */
-    int32_t *key;
-    int32_t klen, kcap;
-    uint64_t khash;
-    int key_ok;
-    gcache_ent *slot; /* open addressing */
-    int n_ent;
-    const gcache_ent *last;
+    int32_t cur;          /* the current set id */
+    int oom;
     /* lazy trigger */
     char *trigger;
     size_t trig_len;
@@ -205,135 +219,141 @@ static uint64_t mix(uint64_t h, uint64_t x) {
     return h * 0xFF51AFD7ED558CCDull;
 }
 
-static uint64_t stack_hash(const garena *a, int32_t st) {
-    uint64_t h = 1469598103934665603ull;
-    for (; st >= 0; st = a->f[st].parent) h = mix(h, (uint64_t)(uint32_t)a->f[st].pos);
-    return mix(h, st == GSTACK_ACCEPT ? 7 : 3);
+static int cmp_i32(const void *x, const void *y) {
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return a < b ? -1 : a > b;
 }
 
-typedef struct hs {
-    uint64_t h;
-    int32_t st;
-} hs;
-
-static int cmp_hs(const void *x, const void *y) {
-    const hs *a = x, *b = y;
-    return a->h < b->h ? -1 : a->h > b->h;
-}
-
-/* Canonical key of the current set: stacks ordered by hash, each written top
- * to bottom and closed by -2 (the accepting stack is [-1, -2]). */
-static int make_key(zl_gconstraint *c) {
-    int32_t n = c->cur.n;
-    hs *h = malloc((size_t)(n ? n : 1) * sizeof *h);
-    if (!h) return -1;
-    for (int32_t k = 0; k < n; k++) {
-        h[k].st = c->cur.s[k];
-        h[k].h = stack_hash(&c->a, c->cur.s[k]);
+static int set_ht_grow(zl_gconstraint *c) {
+    int32_t nc = c->set_ht_cap ? c->set_ht_cap * 2 : 1024;
+    int32_t *t = malloc((size_t)nc * sizeof *t);
+    if (!t) return -1;
+    for (int32_t k = 0; k < nc; k++) t[k] = -1;
+    for (int32_t id = 0; id < c->n_set; id++) {
+        uint32_t h = (uint32_t)c->set[id].hash & (uint32_t)(nc - 1);
+        while (t[h] >= 0) h = (h + 1) & (uint32_t)(nc - 1);
+        t[h] = id;
     }
-    qsort(h, (size_t)n, sizeof *h, cmp_hs);
-    c->klen = 0;
-    uint64_t hh = 0x12345;
-    for (int32_t k = 0; k < n; k++) {
-        hh = mix(hh, h[k].h);
-        for (int32_t st = h[k].st;; st = c->a.f[st].parent) {
-            if (c->klen + 2 > c->kcap) {
-                int32_t nc = c->kcap ? c->kcap * 2 : 64;
-                int32_t *t = realloc(c->key, (size_t)nc * sizeof *t);
-                if (!t) {
-                    free(h);
-                    return -1;
-                }
-                c->key = t;
-                c->kcap = nc;
-            }
-            if (st < 0) {
-                if (st == GSTACK_ACCEPT) c->key[c->klen++] = -1;
-                c->key[c->klen++] = -2;
-                break;
-            }
-            c->key[c->klen++] = c->a.f[st].pos;
-        }
-    }
-    free(h);
-    c->khash = hh;
-    c->key_ok = 1;
+    free(c->set_ht);
+    c->set_ht = t;
+    c->set_ht_cap = nc;
     return 0;
 }
 
-static void cache_clear(zl_gconstraint *c) {
-    for (int k = 0; k < GC_CACHE_SLOTS; k++) {
-        free(c->slot[k].key);
-        free(c->slot[k].mask);
-        memset(&c->slot[k], 0, sizeof c->slot[k]);
+/* The id of the set holding tmp's stacks (sorted in place); -1 on OOM. */
+static int32_t set_intern(zl_gconstraint *c, gstackset *s) {
+    qsort(s->s, (size_t)s->n, sizeof *s->s, cmp_i32);
+    uint64_t h = 0x51ED27;
+    for (int32_t k = 0; k < s->n; k++) h = mix(h, (uint64_t)(uint32_t)s->s[k]);
+    if ((c->n_set + 1) * 2 > c->set_ht_cap && set_ht_grow(c)) return -1;
+    uint32_t m = (uint32_t)(c->set_ht_cap - 1), i = (uint32_t)h & m;
+    for (; c->set_ht[i] >= 0; i = (i + 1) & m) {
+        const gcset *e = &c->set[c->set_ht[i]];
+        if (e->hash == h && e->n == s->n && !memcmp(c->pool + e->off, s->s, (size_t)s->n * sizeof *s->s))
+            return c->set_ht[i];
     }
-    c->n_ent = 0;
-    c->last = NULL;
+    if (c->n_set == c->cap_set) {
+        int32_t nc = c->cap_set ? c->cap_set * 2 : 256;
+        gcset *t = realloc(c->set, (size_t)nc * sizeof *t);
+        if (!t) return -1;
+        c->set = t;
+        c->cap_set = nc;
+    }
+    if (c->n_pool + s->n > c->cap_pool) {
+        int32_t nc = (c->n_pool + s->n) * 2 + 256;
+        int32_t *t = realloc(c->pool, (size_t)nc * sizeof *t);
+        if (!t) return -1;
+        c->pool = t;
+        c->cap_pool = nc;
+    }
+    gcset *e = &c->set[c->n_set];
+    memset(e, 0, sizeof *e);
+    e->off = c->n_pool;
+    e->n = s->n;
+    e->hash = h;
+    e->accepting = gm_set_accepting(s);
+    memcpy(c->pool + c->n_pool, s->s, (size_t)s->n * sizeof *s->s);
+    c->n_pool += s->n;
+    c->set_ht[i] = c->n_set;
+    return c->n_set++;
 }
 
-static gcache_ent *cache_find(zl_gconstraint *c, int *found) {
-    size_t i = (size_t)(c->khash % GC_CACHE_SLOTS);
-    for (int probe = 0; probe < GC_CACHE_SLOTS; probe++, i = (i + 1) % GC_CACHE_SLOTS) {
-        gcache_ent *e = &c->slot[i];
-        if (!e->mask) {
-            *found = 0;
-            return e;
+/* Next set from set sid over byte b (GC_DEAD when no stack survives). */
+static int32_t trans(zl_gconstraint *c, int32_t sid, unsigned char b) {
+    gcset *e = &c->set[sid];
+    if (e->trans && e->trans[b] != GC_SET_UNKNOWN) return e->trans[b];
+    if (!e->trans) {
+        e->trans = malloc(256 * sizeof *e->trans);
+        if (!e->trans) {
+            c->oom = 1;
+            return GC_DEAD;
         }
-        if (e->hash == c->khash && e->klen == c->klen && !memcmp(e->key, c->key, (size_t)c->klen * sizeof *c->key)) {
-            *found = 1;
-            return e;
-        }
+        for (int k = 0; k < 256; k++) e->trans[k] = GC_SET_UNKNOWN;
     }
-    *found = 0;
-    return NULL;
+    gstackset in = {c->pool + e->off, e->n, e->n};
+    gm_advance(c->g, &c->a, &in, b, &c->tmp);
+    int32_t next = GC_DEAD;
+    if (c->a.oom) c->oom = 1;
+    else if (c->tmp.n) next = set_intern(c, &c->tmp);
+    if (next < 0 && c->tmp.n) {
+        c->oom = 1;
+        next = GC_DEAD;
+    }
+    c->set[sid].trans[b] = next; /* set_intern may have moved c->set */
+    return next;
 }
 
-/* One pass over the trie from the current set: bits of the tokens whose
- * whole bytes keep at least one stack alive. */
-static int32_t walk(zl_gconstraint *c, uint64_t *mask) {
-    const zl_gvocab *v = c->v;
-    memset(mask, 0, (size_t)c->nwords * sizeof *mask);
-    int32_t base = c->a.n;
-    c->lv[0].n = 0;
-    for (int32_t k = 0; k < c->cur.n; k++)
-        if (c->cur.s[k] >= 0 && gm_set_add(&c->a, &c->lv[0], c->cur.s[k])) return -1;
-    c->mark[0] = base;
-    int32_t allowed = 0;
-    for (int32_t i = 0; i < v->n_nodes;) {
-        int d = v->depth[i];
-        c->a.n = c->mark[d - 1];
-        gm_advance(c->g, &c->a, &c->lv[d - 1], v->byte[i], &c->lv[d]);
-        if (c->a.oom) {
-            c->a.n = base;
-            return -1;
-        }
-        if (!c->lv[d].n) {
-            i = v->skip[i];
-            continue;
-        }
-        c->mark[d] = c->a.n;
-        for (int32_t t = 0; t < v->tok_n[i]; t++) {
-            int32_t id = v->tok[v->tok_off[i] + t];
-            mask[id >> 6] |= 1ull << (id & 63);
-            allowed++;
-        }
-        i++;
+static void tables_free(zl_gconstraint *c) {
+    for (int32_t id = 0; id < c->n_set; id++) {
+        free(c->set[id].trans);
+        free(c->set[id].mask);
     }
-    c->a.n = base;
-    if (gm_set_accepting(&c->cur))
-        for (int k = 0; k < v->n_eog; k++) {
-            int32_t id = v->eog[k];
-            if (!((mask[id >> 6] >> (id & 63)) & 1)) allowed++;
-            mask[id >> 6] |= 1ull << (id & 63);
-        }
-    return allowed;
+    c->n_set = 0;
+    c->n_pool = 0;
+    c->n_masks = 0;
+    c->a.n = 0;
+    free(c->a.ht);
+    c->a.ht = NULL;
+    c->a.ht_cap = 0;
+    free(c->set_ht);
+    c->set_ht = NULL;
+    c->set_ht_cap = 0;
 }
 
 static int state_start(zl_gconstraint *c) {
-    c->a.n = 0;
-    gm_start(c->g, &c->a, &c->cur);
-    c->key_ok = 0;
-    return c->a.oom ? -1 : 0;
+    tables_free(c);
+    c->a.intern = 1;
+    gm_start(c->g, &c->a, &c->tmp);
+    c->cur = c->a.oom ? -1 : set_intern(c, &c->tmp);
+    return c->cur < 0 ? -1 : 0;
+}
+
+/* Bound the tables: past the limits, keep only the current state. */
+static int rebase(zl_gconstraint *c) {
+    if (c->n_set < GC_MAX_SETS && c->a.n < GC_MAX_FRAMES) return 0;
+    garena old = c->a;
+    memset(&c->a, 0, sizeof c->a);
+    gstackset s = {0};
+    const gcset *e = &c->set[c->cur];
+    s.s = malloc((size_t)(e->n ? e->n : 1) * sizeof *s.s);
+    if (!s.s) {
+        c->a = old;
+        return -1;
+    }
+    memcpy(s.s, c->pool + e->off, (size_t)e->n * sizeof *s.s);
+    s.n = s.cap = e->n;
+    free(old.ht);
+    old.ht = NULL;
+    c->a.intern = 1;
+    int rc = gm_compact(&old, &c->a, &s);
+    free(old.f);
+    garena keep = c->a;
+    memset(&c->a, 0, sizeof c->a);
+    tables_free(c);
+    c->a = keep;
+    if (!rc) c->cur = set_intern(c, &s);
+    free(s.s);
+    return rc || c->cur < 0 ? -1 : 0;
 }
 
 int zl_gconstraint_new(zl_gconstraint **out, const zl_grammar *g, const zl_gvocab *v, const char *lazy_trigger,
@@ -344,10 +364,8 @@ int zl_gconstraint_new(zl_gconstraint **out, const zl_grammar *g, const zl_gvoca
     c->g = g;
     c->v = v;
     c->nwords = (v->n_tokens + 63) / 64;
-    c->slot = calloc(GC_CACHE_SLOTS, sizeof *c->slot);
     c->lv = calloc((size_t)v->max_depth + 1, sizeof *c->lv);
-    c->mark = calloc((size_t)v->max_depth + 1, sizeof *c->mark);
-    int bad = !c->slot || !c->lv || !c->mark;
+    int bad = !c->lv;
     if (!bad && lazy_trigger && *lazy_trigger) {
         c->trig_len = strlen(lazy_trigger);
         c->trigger = strdup(lazy_trigger);
@@ -366,19 +384,47 @@ int zl_gconstraint_new(zl_gconstraint **out, const zl_grammar *g, const zl_gvoca
 
 void zl_gconstraint_free(zl_gconstraint *c) {
     if (!c) return;
-    if (c->slot) cache_clear(c);
-    free(c->slot);
-    for (int32_t d = 0; c->lv && d <= c->v->max_depth; d++) free(c->lv[d].s);
-    free(c->lv);
-    free(c->mark);
+    tables_free(c);
+    free(c->set);
+    free(c->pool);
     free(c->a.f);
-    free(c->spare.f);
-    free(c->cur.s);
     free(c->tmp.s);
-    free(c->key);
+    free(c->lv);
     free(c->trigger);
     free(c->window);
     free(c);
+}
+
+/* One pass over the trie from set sid: bits of the tokens whose whole bytes
+ * keep at least one stack alive. */
+static int32_t walk(zl_gconstraint *c, int32_t sid, uint64_t *mask) {
+    const zl_gvocab *v = c->v;
+    memset(mask, 0, (size_t)c->nwords * sizeof *mask);
+    c->lv[0] = sid;
+    int32_t allowed = 0;
+    for (int32_t i = 0; i < v->n_nodes;) {
+        int d = v->depth[i];
+        int32_t nx = trans(c, c->lv[d - 1], v->byte[i]);
+        if (c->oom) return -1;
+        if (nx < 0) {
+            i = v->skip[i];
+            continue;
+        }
+        c->lv[d] = nx;
+        for (int32_t t = 0; t < v->tok_n[i]; t++) {
+            int32_t id = v->tok[v->tok_off[i] + t];
+            mask[id >> 6] |= 1ull << (id & 63);
+            allowed++;
+        }
+        i++;
+    }
+    if (c->set[sid].accepting)
+        for (int k = 0; k < v->n_eog; k++) {
+            int32_t id = v->eog[k];
+            if (!((mask[id >> 6] >> (id & 63)) & 1)) allowed++;
+            mask[id >> 6] |= 1ull << (id & 63);
+        }
+    return allowed;
 }
 
 const uint64_t *zl_gconstraint_mask(zl_gconstraint *c, int32_t *n_allowed) {
@@ -386,41 +432,32 @@ const uint64_t *zl_gconstraint_mask(zl_gconstraint *c, int32_t *n_allowed) {
         if (n_allowed) *n_allowed = c->v->n_tokens;
         return NULL;
     }
-    if (!c->key_ok && make_key(c)) return NULL;
-    int found = 0;
-    gcache_ent *e = cache_find(c, &found);
-    if (found) {
+    if (c->oom) return NULL;
+    gcset *e = &c->set[c->cur];
+    if (e->mask) {
         c->hits++;
-        c->last = e;
         if (n_allowed) *n_allowed = e->n_allowed;
         return e->mask;
     }
-    if (!e || c->n_ent >= GC_CACHE_MAX) {
-        cache_clear(c);
-        e = cache_find(c, &found);
+    if (c->n_masks >= GC_MAX_MASKS) {
+        for (int32_t id = 0; id < c->n_set; id++) {
+            free(c->set[id].mask);
+            c->set[id].mask = NULL;
+        }
+        c->n_masks = 0;
     }
     uint64_t *mask = malloc((size_t)c->nwords * sizeof *mask);
-    int32_t *key = malloc((size_t)(c->klen ? c->klen : 1) * sizeof *key);
-    if (!mask || !key) {
-        free(mask);
-        free(key);
-        return NULL;
-    }
-    int32_t n = walk(c, mask);
+    if (!mask) return NULL;
+    int32_t n = walk(c, c->cur, mask);
     if (n < 0) {
         free(mask);
-        free(key);
         return NULL;
     }
     c->walks++;
-    memcpy(key, c->key, (size_t)c->klen * sizeof *key);
-    e->hash = c->khash;
-    e->key = key;
-    e->klen = c->klen;
+    e = &c->set[c->cur];
     e->mask = mask;
     e->n_allowed = n;
-    c->n_ent++;
-    c->last = e;
+    c->n_masks++;
     if (n_allowed) *n_allowed = n;
     return mask;
 }
@@ -439,36 +476,18 @@ int32_t zl_gconstraint_apply(zl_gconstraint *c, float *logits) {
     return n;
 }
 
-/* Feed bytes to the state; 0, or -1 (state unchanged) when rejected. */
+/* The set after bytes p[0..n) from the current one, or GC_DEAD. */
+static int32_t run_bytes(zl_gconstraint *c, const uint8_t *p, size_t n) {
+    int32_t sid = c->cur;
+    for (size_t i = 0; i < n && sid >= 0; i++) sid = trans(c, sid, p[i]);
+    return sid;
+}
+
 static int feed(zl_gconstraint *c, const uint8_t *p, size_t n) {
-    int32_t mark = c->a.n;
-    gstackset work = {0}, next = {0};
-    int rc = 0;
-    const gstackset *in = &c->cur;
-    for (size_t i = 0; i < n && !rc; i++) {
-        gm_advance(c->g, &c->a, in, p[i], &next);
-        gstackset t = work;
-        work = next;
-        next = t;
-        in = &work;
-        if (c->a.oom || !work.n) rc = -1;
-    }
-    if (rc) {
-        c->a.n = mark;
-        c->a.oom = 0;
-    } else if (n) {
-        gstackset t = c->cur;
-        c->cur = work;
-        work = t;
-        if (gm_compact(&c->a, &c->spare, &c->cur)) rc = -1;
-        garena ta = c->a;
-        c->a = c->spare;
-        c->spare = ta;
-        c->key_ok = 0;
-    }
-    free(work.s);
-    free(next.s);
-    return rc;
+    int32_t sid = run_bytes(c, p, n);
+    if (sid < 0) return -1;
+    c->cur = sid;
+    return rebase(c);
 }
 
 static int window_push(zl_gconstraint *c, const char *p, size_t n) {
@@ -507,17 +526,27 @@ static int lazy_feed(zl_gconstraint *c, const uint8_t *p, size_t n) {
     return 0;
 }
 
+int zl_gconstraint_check(zl_gconstraint *c, int32_t token) {
+    const zl_gvocab *v = c->v;
+    if (token < 0 || token >= v->n_tokens) return 0;
+    if (!c->active) return 1;
+    if (v->is_eog[token]) return c->set[c->cur].accepting;
+    size_t n = v->boff[token + 1] - v->boff[token];
+    return n && run_bytes(c, v->bytes + v->boff[token], n) >= 0;
+}
+
 int zl_gconstraint_accept(zl_gconstraint *c, int32_t token) {
     const zl_gvocab *v = c->v;
     if (token < 0 || token >= v->n_tokens) return ZL_EINVAL;
     const uint8_t *p = v->bytes + v->boff[token];
     size_t n = v->boff[token + 1] - v->boff[token];
     if (!c->active) return lazy_feed(c, p, n);
-    if (v->is_eog[token]) return gm_set_accepting(&c->cur) ? 0 : ZL_EINVAL;
+    if (v->is_eog[token]) return c->set[c->cur].accepting ? 0 : ZL_EINVAL;
     if (!n) return ZL_EINVAL;
-    if (feed(c, p, n)) return ZL_EINVAL;
+    if (feed(c, p, n)) return c->oom ? ZL_ENOMEM : ZL_EINVAL;
     /* a lazy grammar that has nothing left to match goes back to watching */
-    if (c->trigger && c->cur.n == 1 && c->cur.s[0] == GSTACK_ACCEPT) {
+    const gcset *e = &c->set[c->cur];
+    if (c->trigger && e->n == 1 && c->pool[e->off] == GSTACK_ACCEPT) {
         c->active = 0;
         c->win_len = 0;
     }
@@ -526,7 +555,7 @@ int zl_gconstraint_accept(zl_gconstraint *c, int32_t token) {
 
 int zl_gconstraint_active(const zl_gconstraint *c) { return c->active; }
 
-int zl_gconstraint_accepting(const zl_gconstraint *c) { return c->active && gm_set_accepting(&c->cur); }
+int zl_gconstraint_accepting(const zl_gconstraint *c) { return c->active && c->set[c->cur].accepting; }
 
 void zl_gconstraint_stats(const zl_gconstraint *c, long *walks, long *hits) {
     if (walks) *walks = c->walks;

@@ -1,0 +1,82 @@
+/* constraint.c — a model's grammar vocabulary and the sampler hook of a
+ * constrained job (constraint.h).  Owns the binding only: masks and states
+ * are the grammar layer's, sampling is the sampler's. */
+#include "constraint.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "engine_internal.h"
+
+static pthread_mutex_t gvocab_mu = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct piece_ud {
+    const zl_vocab *v;
+    int32_t n;
+} piece_ud;
+
+static const char *piece(void *ud, int32_t id, size_t *len) {
+    piece_ud *p = ud;
+    *len = 0;
+    if (id >= p->n) return "";
+    const char *s = zl_token_piece(p->v, id, 0, len);
+    return s ? s : "";
+}
+
+int zl_llm_gvocab(zl_llm *llm, const zl_gvocab **out, zl_err *err) {
+    pthread_mutex_lock(&gvocab_mu);
+    int rc = 0;
+    if (!llm->gvocab) {
+        int32_t nv = llm->model->hp.n_vocab, nt = zl_vocab_n_tokens(llm->vocab);
+        int32_t *eog = malloc((size_t)nv * sizeof *eog);
+        int n_eog = 0;
+        if (!eog) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+        for (int32_t id = 0; !rc && id < nt && id < nv; id++)
+            if (zl_token_is_eog(llm->vocab, id)) eog[n_eog++] = id;
+        piece_ud ud = {llm->vocab, nt};
+        if (!rc) rc = zl_gvocab_new(&llm->gvocab, nv, piece, &ud, eog, n_eog, err);
+        free(eog);
+    }
+    *out = llm->gvocab;
+    pthread_mutex_unlock(&gvocab_mu);
+    return rc;
+}
+
+typedef struct jcon {
+    zl_grammar *g;
+    zl_gconstraint *c;
+} jcon;
+
+static int jcon_mask(void *ud, float *logits) { return (int)zl_gconstraint_apply(((jcon *)ud)->c, logits); }
+
+static int jcon_check(void *ud, int token) { return zl_gconstraint_check(((jcon *)ud)->c, token); }
+
+static int jcon_accept(void *ud, int token) { return zl_gconstraint_accept(((jcon *)ud)->c, token); }
+
+static void jcon_free(void *ud) {
+    jcon *j = ud;
+    if (!j) return;
+    zl_gconstraint_free(j->c);
+    zl_grammar_free(j->g);
+    free(j);
+}
+
+int zl_job_constrain(zl_job *j, zl_llm *llm, zl_grammar *g, const char *lazy_trigger, zl_err *err) {
+    const zl_gvocab *gv = NULL;
+    int rc = zl_llm_gvocab(llm, &gv, err);
+    jcon *jc = rc ? NULL : calloc(1, sizeof *jc);
+    if (!rc && !jc) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    if (rc) {
+        zl_grammar_free(g);
+        return rc;
+    }
+    jc->g = g;
+    if ((rc = zl_gconstraint_new(&jc->c, g, gv, lazy_trigger, err))) {
+        jcon_free(jc);
+        return rc;
+    }
+    int32_t eos = zl_vocab_eot(llm->vocab) >= 0 ? zl_vocab_eot(llm->vocab) : zl_vocab_eos(llm->vocab);
+    zl_sampler_constraint sc = {jc, jcon_mask, jcon_check, jcon_accept, eos >= 0 ? eos : 0};
+    zl_job_set_constraint(j, &sc, jcon_free);
+    return 0;
+}

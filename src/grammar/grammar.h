@@ -47,6 +47,16 @@ void zl_grammar_free(zl_grammar *g);
  * 'pattern' at /properties/name").  The grammar emits compact JSON (no
  * whitespace), properties in the schema's order. */
 int zl_json_schema_to_grammar(const char *schema, size_t n, char **out, zl_err *err);
+/* The same as rules to combine several schemas in one grammar: every rule
+ * name starts with prefix ([A-Za-z0-9_-]); *top (top_cap bytes) gets the
+ * rule to reference.  The shared json-* and sp rules are not included:
+ * append zl_json_schema_prelude() once. */
+int zl_json_schema_rules(const char *schema, size_t n, const char *prefix, char **rules, char *top, size_t top_cap,
+                        zl_err *err);
+const char *zl_json_schema_prelude(void);
+/* Bytes s[0..n) as a grammar literal ("..." with escapes; malloc'd, NULL
+ * when out of memory). */
+char *zl_gbnf_quote(const char *s, size_t n);
 /* The grammar of any JSON object (response_format json_object). */
 const char *zl_json_object_grammar(void);
 

@@ -48,6 +48,7 @@ typedef struct jsc {
     int ndefs, capdefs;
     zl_err *err;
     int failed;
+    const char *prefix; /* of every rule name */
 } jsc;
 
 static int jsfail(jsc *C, int code, const char *path, const char *fmt, const char *arg) {
@@ -65,7 +66,7 @@ static int in_list(const char *const *l, const char *k) {
     return 0;
 }
 
-static void new_rule(jsc *C, char *name) { snprintf(name, 64, "s%d", C->next++); }
+static void new_rule(jsc *C, char *name) { snprintf(name, 64, "%.40s%d", C->prefix, C->next++); }
 
 /* A GBNF literal for bytes s[0..n). */
 static void lit(gbuf *b, const char *s, size_t n) {
@@ -365,8 +366,9 @@ static int compile(jsc *C, const gj *s, const char *path, char *name, int depth)
     return rc;
 }
 
-int zl_json_schema_to_grammar(const char *schema, size_t n, char **out, zl_err *err) {
-    *out = NULL;
+int zl_json_schema_rules(const char *schema, size_t n, const char *prefix, char **rules, char *top, size_t top_cap,
+                        zl_err *err) {
+    *rules = NULL;
     gj *root = NULL;
     int rc = gj_parse(schema, n, &root, err);
     if (rc) return rc;
@@ -374,23 +376,51 @@ int zl_json_schema_to_grammar(const char *schema, size_t n, char **out, zl_err *
     memset(&C, 0, sizeof C);
     C.root = root;
     C.err = err;
-    char top[64];
-    rc = compile(&C, root, "", top, 0);
-    if (!rc) {
-        gbuf_printf(&C.out, "root ::= %s\n", top);
-        gbuf_str(&C.out, JS_PRELUDE);
-        if (C.out.oom) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
-    } else {
-        rc = err && err->code ? err->code : ZL_EINVAL;
-    }
+    C.prefix = prefix;
+    char name[64];
+    rc = compile(&C, root, "", name, 0);
+    if (rc) rc = err && err->code ? err->code : ZL_EINVAL;
+    else if (C.out.oom) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    else if (!C.out.p) gbuf_str(&C.out, "");
     for (int k = 0; k < C.ndefs; k++) free(C.defs[k].ref);
     free(C.defs);
     gj_free(root);
-    if (rc) {
+    if (rc || C.out.oom) {
         free(C.out.p);
-        return rc;
+        return rc ? rc : zl_errf(err, ZL_ENOMEM, "out of memory");
     }
-    *out = C.out.p;
+    snprintf(top, top_cap, "%s", name);
+    *rules = C.out.p;
+    return 0;
+}
+
+const char *zl_json_schema_prelude(void) { return JS_PRELUDE; }
+
+char *zl_gbnf_quote(const char *s, size_t n) {
+    gbuf b = {0};
+    lit(&b, s, n);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+int zl_json_schema_to_grammar(const char *schema, size_t n, char **out, zl_err *err) {
+    *out = NULL;
+    char *rules = NULL, top[64];
+    int rc = zl_json_schema_rules(schema, n, "s", &rules, top, sizeof top, err);
+    if (rc) return rc;
+    gbuf b = {0};
+    gbuf_str(&b, rules);
+    gbuf_printf(&b, "root ::= %s\n", top);
+    gbuf_str(&b, JS_PRELUDE);
+    free(rules);
+    if (b.oom) {
+        free(b.p);
+        return zl_errf(err, ZL_ENOMEM, "out of memory");
+    }
+    *out = b.p;
     return 0;
 }
 

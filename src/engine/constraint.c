@@ -5,7 +5,9 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "../base/clock.h"
 #include "engine_internal.h"
 
 static pthread_mutex_t gvocab_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -45,13 +47,33 @@ int zl_llm_gvocab(zl_llm *llm, const zl_gvocab **out, zl_err *err) {
 typedef struct jcon {
     zl_grammar *g;
     zl_gconstraint *c;
+    zl_sampler_constraint sc;
+    double ms; /* time inside the constraint's callbacks */
 } jcon;
 
-static int jcon_mask(void *ud, float *logits) { return (int)zl_gconstraint_apply(((jcon *)ud)->c, logits); }
+static int jcon_mask(void *ud, float *logits) {
+    jcon *j = ud;
+    double t = zl_now_ms();
+    int n = (int)zl_gconstraint_apply(j->c, logits);
+    j->ms += zl_now_ms() - t;
+    return n;
+}
 
-static int jcon_check(void *ud, int token) { return zl_gconstraint_check(((jcon *)ud)->c, token); }
+static int jcon_check(void *ud, int token) {
+    jcon *j = ud;
+    double t = zl_now_ms();
+    int ok = zl_gconstraint_check(j->c, token);
+    j->ms += zl_now_ms() - t;
+    return ok;
+}
 
-static int jcon_accept(void *ud, int token) { return zl_gconstraint_accept(((jcon *)ud)->c, token); }
+static int jcon_accept(void *ud, int token) {
+    jcon *j = ud;
+    double t = zl_now_ms();
+    int rc = zl_gconstraint_accept(j->c, token);
+    j->ms += zl_now_ms() - t;
+    return rc;
+}
 
 static void jcon_free(void *ud) {
     jcon *j = ud;
@@ -61,7 +83,8 @@ static void jcon_free(void *ud) {
     free(j);
 }
 
-int zl_job_constrain(zl_job *j, zl_llm *llm, zl_grammar *g, const char *lazy_trigger, zl_err *err) {
+static int jcon_make(zl_llm *llm, zl_grammar *g, const char *lazy_trigger, jcon **out, zl_err *err) {
+    *out = NULL;
     const zl_gvocab *gv = NULL;
     int rc = zl_llm_gvocab(llm, &gv, err);
     jcon *jc = rc ? NULL : calloc(1, sizeof *jc);
@@ -77,6 +100,51 @@ int zl_job_constrain(zl_job *j, zl_llm *llm, zl_grammar *g, const char *lazy_tri
     }
     int32_t eos = zl_vocab_eot(llm->vocab) >= 0 ? zl_vocab_eot(llm->vocab) : zl_vocab_eos(llm->vocab);
     zl_sampler_constraint sc = {jc, jcon_mask, jcon_check, jcon_accept, eos >= 0 ? eos : 0};
-    zl_job_set_constraint(j, &sc, jcon_free);
+    jc->sc = sc;
+    *out = jc;
     return 0;
+}
+
+int zl_job_constrain(zl_job *j, zl_llm *llm, zl_grammar *g, const char *lazy_trigger, zl_err *err) {
+    jcon *jc = NULL;
+    int rc = jcon_make(llm, g, lazy_trigger, &jc, err);
+    if (rc) return rc;
+    zl_job_set_constraint(j, &jc->sc, jcon_free);
+    return 0;
+}
+
+void zl_seq_grammar_free(zl_seq *s) {
+    if (!s->grammar) return;
+    zl_sampler_set_constraint(s->sampler, NULL);
+    jcon_free(s->grammar);
+    s->grammar = NULL;
+}
+
+void zl_seq_grammar_rebind(zl_seq *s) {
+    if (s->grammar) zl_sampler_set_constraint(s->sampler, &s->grammar->sc);
+}
+
+int zl_seq_set_grammar(zl_seq *s, const char *text, zl_err *err) {
+    zl_seq_grammar_free(s);
+    if (!text) return 0;
+    if (s->spec_on) return zl_errf(err, ZL_EINVAL, "a grammar needs the verification ring off");
+    zl_grammar *g = NULL;
+    int rc = zl_grammar_parse(&g, text, strlen(text), NULL, err);
+    if (rc) return rc;
+    jcon *jc = NULL;
+    if ((rc = jcon_make(s->llm, g, NULL, &jc, err))) return rc;
+    s->grammar = jc;
+    zl_seq_grammar_rebind(s);
+    return 0;
+}
+
+void zl_seq_grammar_stats(const zl_seq *s, long *walks, long *hits, double *ms) {
+    if (walks) *walks = 0;
+    if (hits) *hits = 0;
+    if (ms) *ms = s->grammar ? s->grammar->ms : 0;
+    if (s->grammar) zl_gconstraint_stats(s->grammar->c, walks, hits);
+}
+
+int zl_json_schema_grammar(const char *schema, char **grammar, zl_err *err) {
+    return zl_json_schema_to_grammar(schema, strlen(schema), grammar, err);
 }

@@ -42,7 +42,11 @@ struct zl_seq {
     uint64_t resumed; /* verify steps that resumed after the drafter's layers */
     float *vlogits;  /* (ring max + 1) * n_vocab verification logits */
     float *probs;    /* n_vocab */
+    struct jcon *grammar; /* zl_seq_set_grammar's constraint (constraint.c) or NULL */
 };
+/* constraint.c: free a sequence's grammar; re-attach it to a new sampler. */
+void zl_seq_grammar_free(zl_seq *s);
+void zl_seq_grammar_rebind(zl_seq *s);
 
 /* zl_seq_eval_anchored, but with only part of the layers run (see
  * zl_forward_part): n must fit in one chunk (n <= batch), full KV policy. */

@@ -149,6 +149,7 @@ int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) 
 
 void zl_seq_free(zl_seq *s) {
     if (!s) return;
+    zl_seq_grammar_free(s);
     zl_drafter_free(s->drafter);
     free(s->vlogits);
     free(s->probs);

@@ -150,6 +150,71 @@ char *zl_tc_render_calls(zl_tc_format f, const zl_tc_call *calls, int n) {
     return tb_done(&b);
 }
 
+static const char *content_text(const json_t *m) {
+    const char *c = json_string_value(json_object_get(m, "content"));
+    return c ? c : "";
+}
+
+json_t *zl_tc_plain_messages(zl_tc_format f, const json_t *messages, const zl_tool *tools, int n) {
+    json_t *out = json_array();
+    char *sys = n > 0 ? zl_tc_system_prompt(f, tools, n) : NULL;
+    if (!out || (n > 0 && !sys)) {
+        json_decref(out);
+        free(sys);
+        return NULL;
+    }
+    size_t nm = json_array_size(messages);
+    int sys_done = !sys;
+    for (size_t i = 0; i < nm; i++) {
+        const json_t *m = json_array_get(messages, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (!role) role = "user";
+        tbuf b = {0};
+        if (!strcmp(role, "system") && !sys_done) {
+            tb_str(&b, content_text(m));
+            tb_str(&b, "\n\n");
+            tb_str(&b, sys);
+            sys_done = 1;
+        } else if (!strcmp(role, "tool")) {
+            role = "user";
+            tb_str(&b, "<tool_response>\n");
+            tb_str(&b, content_text(m));
+            tb_str(&b, "\n</tool_response>");
+        } else {
+            tb_str(&b, content_text(m));
+            const json_t *tc = json_object_get(m, "tool_calls");
+            size_t nc = json_array_size(tc);
+            zl_tc_call *calls = nc ? calloc(nc, sizeof *calls) : NULL;
+            for (size_t k = 0; calls && k < nc; k++) {
+                const json_t *fn = json_object_get(json_array_get(tc, k), "function");
+                const json_t *args = json_object_get(fn, "arguments");
+                calls[k].name = (char *)json_string_value(json_object_get(fn, "name"));
+                if (!calls[k].name) calls[k].name = "";
+                calls[k].args = json_is_string(args) ? strdup(json_string_value(args))
+                                : args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
+            }
+            char *text = calls ? zl_tc_render_calls(f, calls, (int)nc) : NULL;
+            if (text) {
+                if (b.n) tb_str(&b, "\n");
+                tb_str(&b, text);
+            }
+            free(text);
+            for (size_t k = 0; calls && k < nc; k++) free(calls[k].args);
+            free(calls);
+        }
+        if (!sys_done) { /* no system message: one first */
+            json_array_append_new(out, json_pack("{s:s,s:s}", "role", "system", "content", sys));
+            sys_done = 1;
+        }
+        char *t = tb_done(&b);
+        json_array_append_new(out, json_pack("{s:s,s:s}", "role", role, "content", t ? t : ""));
+        free(t);
+    }
+    if (!sys_done) json_array_append_new(out, json_pack("{s:s,s:s}", "role", "system", "content", sys));
+    free(sys);
+    return out;
+}
+
 /* ---- grammars ---- */
 
 char *zl_tc_grammar(zl_tc_format f, const zl_tool *tools, int n, const char *only, int parallel, int lazy,

@@ -49,6 +49,16 @@ char *zl_tc_system_prompt(zl_tc_format f, const zl_tool *tools, int n);
  * (for templates that cannot render tool_calls; malloc'd). */
 char *zl_tc_render_calls(zl_tc_format f, const zl_tc_call *calls, int n);
 
+/* For a template that knows no tools: messages in the OpenAI shape (role,
+ * content string, assistant tool_calls [{function: {name, arguments}}] with
+ * arguments an object or JSON text, tool results with role "tool") become
+ * plain {role, content} turns: the tools' description goes into the system
+ * message (a new first one when there is none), calls are written as the
+ * format writes them after the turn's text, and tool results become user
+ * turns wrapped in <tool_response> tags.  New reference (NULL: out of
+ * memory). */
+json_t *zl_tc_plain_messages(zl_tc_format f, const json_t *messages, const zl_tool *tools, int n);
+
 /* Grammar text for the calls: only tool `only` when non-NULL, else any of
  * the tools; several calls when parallel.  lazy: the grammar of what follows
  * the opener, with *trigger set to the opener text (the constraint starts

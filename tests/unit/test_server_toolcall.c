@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "grammar/grammar.h"
+#include "server/outsplit.h"
 #include "server/reasoning.h"
 #include "server/toolcall.h"
 
@@ -222,4 +223,44 @@ Test(reasoning, think_splitter) {
     cr_assert(!zl_think_prompt_opens("<|im_start|>assistant\n", 22));
     cr_assert_eq(zl_think_effort_budget("medium"), 2048);
     cr_assert_eq(zl_think_effort_budget("max"), -1);
+}
+
+Test(toolcall, plain_messages_for_templates_without_tools) {
+    json_t *msgs = json_loads("[{\"role\":\"user\",\"content\":\"Weather?\"},"
+                              "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+                              "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}]},"
+                              "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"sunny\"}]", 0, NULL);
+    cr_assert_not_null(msgs);
+    zl_tool t = {"get_weather", NULL, NULL};
+    json_t *out = zl_tc_plain_messages(ZL_TC_GENERIC, msgs, &t, 1);
+    cr_assert_eq(json_array_size(out), 4);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(out, 0), "role")), "system");
+    cr_assert(strstr(json_string_value(json_object_get(json_array_get(out, 0), "content")), "get_weather"));
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(out, 2), "content")),
+                     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(out, 3), "role")), "user");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(out, 3), "content")),
+                     "<tool_response>\nsunny\n</tool_response>");
+    json_decref(out);
+    json_decref(msgs);
+}
+
+Test(toolcall, outsplit_think_then_calls) {
+    const char *text = "<think>need weather</think>\n\nOk.<tool_call>\n{\"name\": \"w\", \"arguments\": {}}\n</tool_call>";
+    size_t n = strlen(text);
+    for (size_t k = 0; k <= n; k++) {
+        zl_outsplit o;
+        cr_assert_eq(zl_outsplit_init(&o, 1, 0, 1, ZL_TC_HERMES), 0);
+        char *r = NULL, *c = NULL;
+        size_t rl = 0, cl = 0;
+        zl_outsplit_feed(&o, text, k, 0, &r, &rl, &c, &cl);
+        zl_outsplit_feed(&o, text + k, n - k, 1, &r, &rl, &c, &cl);
+        cr_assert_str_eq(r ? r : "", "need weather");
+        cr_assert_str_eq(c ? c : "", "Ok.");
+        cr_assert_eq(zl_tc_n_calls(o.tc), 1);
+        cr_assert_str_eq(zl_tc_get(o.tc, 0)->name, "w");
+        free(r);
+        free(c);
+        zl_outsplit_free(&o);
+    }
 }

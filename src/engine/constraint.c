@@ -4,6 +4,7 @@
 #include "constraint.h"
 
 #include <pthread.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,4 +148,77 @@ void zl_seq_grammar_stats(const zl_seq *s, long *walks, long *hits, double *ms) 
 
 int zl_json_schema_grammar(const char *schema, char **grammar, zl_err *err) {
     return zl_json_schema_to_grammar(schema, strlen(schema), grammar, err);
+}
+
+/* ---- thinking budget ---- */
+
+typedef struct tbud {
+    const zl_vocab *v;
+    int budget, used, inside, closed;
+    int32_t *force; /* the closing text's tokens */
+    size_t n_force, next;
+    char win[16];   /* the last bytes generated, to see </think> written by the model */
+    size_t wl;
+} tbud;
+
+static int tbud_forcing(const tbud *b) { return b->inside && !b->closed && b->used >= b->budget; }
+
+static int tbud_mask(void *ud, float *logits) {
+    tbud *b = ud;
+    if (!tbud_forcing(b) || b->next >= b->n_force) return 1 << 30; /* everything allowed */
+    int32_t t = b->force[b->next];
+    int32_t nv = zl_vocab_n_tokens(b->v);
+    for (int32_t id = 0; id < nv; id++)
+        if (id != t) logits[id] = -INFINITY;
+    return 1;
+}
+
+static int tbud_check(void *ud, int token) {
+    tbud *b = ud;
+    return !tbud_forcing(b) || b->next >= b->n_force || token == b->force[b->next];
+}
+
+static int tbud_accept(void *ud, int token) {
+    tbud *b = ud;
+    if (tbud_forcing(b) && b->next < b->n_force) {
+        if (++b->next == b->n_force) b->closed = 1;
+        return 0;
+    }
+    size_t len = 0;
+    const char *p = zl_token_piece(b->v, token, 1, &len);
+    for (size_t i = 0; p && i < len; i++) {
+        if (b->wl == sizeof b->win) {
+            memmove(b->win, b->win + 1, sizeof b->win - 1);
+            b->wl--;
+        }
+        b->win[b->wl++] = p[i];
+        if (b->wl >= 7 && !memcmp(b->win + b->wl - 7, "<think>", 7) && !b->closed) b->inside = 1;
+        if (b->wl >= 8 && !memcmp(b->win + b->wl - 8, "</think>", 8)) b->closed = 1;
+    }
+    if (b->inside && !b->closed) b->used++;
+    return 0;
+}
+
+static void tbud_free(void *ud) {
+    tbud *b = ud;
+    if (!b) return;
+    free(b->force);
+    free(b);
+}
+
+int zl_job_think_budget(zl_job *j, zl_llm *llm, int budget, int inside, zl_err *err) {
+    tbud *b = calloc(1, sizeof *b);
+    if (!b) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    b->v = llm->vocab;
+    b->budget = budget;
+    b->inside = inside != 0;
+    static const char close[] = "\n</think>\n\n";
+    int rc = zl_tokenize_ex(llm->vocab, close, strlen(close), 0, 1, 1, &b->force, &b->n_force, err);
+    if (rc) {
+        tbud_free(b);
+        return rc;
+    }
+    zl_sampler_constraint sc = {b, tbud_mask, tbud_check, tbud_accept, 0};
+    zl_job_set_constraint(j, &sc, tbud_free);
+    return 0;
 }

@@ -19,4 +19,9 @@ int zl_llm_gvocab(zl_llm *llm, const zl_gvocab **out, zl_err *err);
  * see zl_gconstraint_new.  On error g is freed too. */
 int zl_job_constrain(zl_job *j, zl_llm *llm, zl_grammar *g, const char *lazy_trigger, zl_err *err);
 
+/* Bound a thinking block: once `budget` tokens were generated inside
+ * <think> … </think> (inside: the prompt already opened it), the tokens of
+ * "\n</think>\n\n" are forced one by one; the answer follows freely. */
+int zl_job_think_budget(zl_job *j, zl_llm *llm, int budget, int inside, zl_err *err);
+
 #endif

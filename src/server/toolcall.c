@@ -445,17 +445,23 @@ static void step(zl_tc_parser *p, char **content, size_t *clen, int final) {
                     continue;
                 }
             }
-            if (p->f == ZL_TC_LLAMA3 && !p->started) {
+            if (p->f != ZL_TC_MISTRAL && !p->started) {
+                /* a reply that is one JSON object may be a call written without its tags */
                 size_t k = 0;
                 while (k < n && (s[k] == ' ' || s[k] == '\n')) k++;
-                if (k == n) return;
+                if (k == n) {
+                    if (!final) return;
+                    p->started = 1;
+                    continue;
+                }
                 if (s[k] == '{') {
                     p->state = TP_JSON;
                     p->started = 1;
                     continue;
                 }
-                if (n - k < strlen(TC_PYTAG) && !memcmp(s + k, TC_PYTAG, n - k) && !final) return;
-                if (n - k >= strlen(TC_PYTAG) && !memcmp(s + k, TC_PYTAG, strlen(TC_PYTAG))) {
+                int py = p->f == ZL_TC_LLAMA3;
+                if (py && n - k < strlen(TC_PYTAG) && !memcmp(s + k, TC_PYTAG, n - k) && !final) return;
+                if (py && n - k >= strlen(TC_PYTAG) && !memcmp(s + k, TC_PYTAG, strlen(TC_PYTAG))) {
                     pend_drop(p, k + strlen(TC_PYTAG));
                     p->state = TP_JSON;
                     p->started = 1;

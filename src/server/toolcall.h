@@ -10,6 +10,8 @@
  *   GENERIC  templates that know no tools (SmolLM2 and most others): the
  *            tools are described in a system message and calls are written
  *            as HERMES (an object or an array of objects inside the tags).
+ * In every format but MISTRAL a reply that is just one call object (the tags
+ * left out, as small models do) is a call too.
  * Pure functions of their inputs (jansson values); never HTTP, never tokens. */
 #ifndef ZL_TOOLCALL_H
 #define ZL_TOOLCALL_H

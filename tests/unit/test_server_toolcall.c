@@ -264,3 +264,11 @@ Test(toolcall, outsplit_think_then_calls) {
         zl_outsplit_free(&o);
     }
 }
+
+Test(toolcall, bare_call_object_without_tags) {
+    const char *names[] = {"get_weather"};
+    const char *args[] = {"{\"city\":\"Tokyo\"}"};
+    check_all_splits(ZL_TC_HERMES, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Tokyo\"}}", "", 1, names, args);
+    check_all_splits(ZL_TC_HERMES, "{\"answer\": 4} is JSON", "{\"answer\": 4} is JSON", 0, NULL, NULL);
+    check_all_splits(ZL_TC_HERMES, "  ", "  ", 0, NULL, NULL);
+}

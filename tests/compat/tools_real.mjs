@@ -15,7 +15,8 @@
 //   - response_format json_schema at temperature 1 parses and validates;
 //   - an unsupported schema keyword is a 400 naming it, on both APIs.
 // auto (a model that chooses tools, Qwen2.5-Coder): tool_choice auto on a
-//   question that needs the tool makes the call, on both APIs.
+//   question that needs the tool makes the call, on both APIs; tool_choice
+//   none answers in text.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
@@ -201,10 +202,12 @@ if (MODE === 'forced') {
     checkArgs(u.input);
     await antRoundTrip(u);
   });
-  await check('openai: auto answers without a call when no tool fits', async () => {
+  await check('openai: tool_choice none answers in text', async () => {
     const r = await oai.chat.completions.create({
-      model: 'real', max_tokens: 30, temperature: 0, messages: [{ role: 'user', content: 'Say hello.' }], tools: oaiTools,
+      model: 'real', max_tokens: 30, temperature: 0, messages: [{ role: 'user', content: q }], tools: oaiTools,
+      tool_choice: 'none',
     });
+    assert.ok(!r.choices[0].message.tool_calls?.length, 'a call under tool_choice none');
     assert.ok(r.choices[0].message.content.length > 0);
   });
 }

@@ -19,7 +19,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = gguf tokenizer anthropic
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
-DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs
+DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs python3-jsonschema
 ZL          = $(BUILD)/bin/zerolayer
 
 .PHONY: all build run test test-real asan fuzz deps sdks clean

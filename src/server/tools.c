@@ -23,8 +23,10 @@ typedef struct zl_choice_split {
 static int grammar_ok(const char *text, const char *param, zl_verr *e) {
     zl_grammar *g = NULL;
     zl_err err = {0};
-    if (zl_grammar_parse(&g, text, strlen(text), NULL, &err))
-        return zl_verr_set(e, param, "%s: %s", param, err.msg);
+    if (zl_grammar_parse(&g, text, strlen(text), NULL, &err)) {
+        const char *m = !strncmp(err.msg, "grammar: ", 9) ? err.msg + 9 : err.msg;
+        return zl_verr_set(e, param, "%s: %s", param, m);
+    }
     zl_grammar_free(g);
     return 0;
 }

@@ -470,6 +470,10 @@ enum MHD_Result zl_pipeline_run(zl_req *r, zl_request *q, const zl_emitter *em) 
         ret = zl_reply_error(r, ZL_E_INVALID, "n", "n: a session request has one prompt and one choice");
         goto out;
     }
+    if (r->sess_id[0] && zl_tools_renders(q)) {
+        ret = zl_reply_error(r, ZL_E_INVALID, "tools", "tools: a session request cannot carry tools or tool turns");
+        goto out;
+    }
     if (q->kind != ZL_REQ_COMPLETION && pipe_conversation(r, q, sr, &all, &n_all)) goto out;
     if ((rc = zl_pipeline_prepare(r->srv, &r->ctl, q, all, n_all, &p, &e))) {
         ret = zl_reply_verr(r, rc, &e);

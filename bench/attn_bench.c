@@ -33,7 +33,7 @@ static double rnd(unsigned *s) {
 int main(int argc, char **argv) {
     const int hd = 64, len = argc > 1 ? atoi(argv[1]) : 2048;
     if (len < 1 || len > 1 << 20) { fprintf(stderr, "len out of range\n"); return 2; }
-    zl_attn_fn fn = zl_attn_fn_for(zl_cpu_isa(), hd);
+    zl_attn_fn fn = zl_attn_fn_for(zl_cpu_max_isa(), hd);
     unsigned seed = 1;
     uint16_t *k = malloc((size_t)len * hd * 2), *v = malloc((size_t)len * hd * 2);
     float *q = malloc((size_t)ZL_ATTN_MAX_ROWS * hd * 4), *o = malloc((size_t)ZL_ATTN_MAX_ROWS * hd * 4);
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < ZL_ATTN_MAX_ROWS * hd; i++) q[i] = (float)rnd(&seed);
     static const int shapes[][2] = {{8, 1}, {8, 4}, {8, 8}}; /* heads per KV head, tokens */
-    printf("len %d, head dim %d, f16 cache, isa %d\n", len, hd, zl_cpu_isa());
+    printf("len %d, head dim %d, f16 cache, isa %d\n", len, hd, zl_cpu_max_isa());
     for (int sh = 0; sh < 3; sh++) {
         int heads = shapes[sh][0], toks = shapes[sh][1], rows = heads * toks;
         const float *qp[ZL_ATTN_MAX_ROWS];

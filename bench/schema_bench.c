@@ -115,8 +115,8 @@ int main(int argc, char **argv) {
         zl_llm_detokenize(llm, out, (size_t)k, 0, &text, &len, &err);
         printf("%s\n", text ? text : "");
         free(text);
-        zl_job_times tm;
-        zl_job_get_times(sc, jobs[i], &tm);
+        zl_job_report tm;
+        zl_job_get_report(sc, jobs[i], &tm);
         tokens += tm.n_generated;
         sample_ms += tm.sample_ms;
         if (fin == ZL_FINISH_EOG) n_eog++;

@@ -38,6 +38,9 @@ typedef struct zl_llm_opts {
     int prefetch_layers; /* read-ahead depth in layers: 0 = default (2), < 0 = off */
     int kv_layer_max;    /* bounded KV policies: most entries one layer may keep, e.g. the context the
                             model was trained on when its file claims more (0 = the sequence's context) */
+    const char *isa;     /* kernel level of this handle: NULL or "" = the best the CPU has (after the
+                            ZL_ISA cap), else "scalar" | "avx2" | "avx512", capped by the CPU; handles
+                            at different levels run side by side in one process */
 } zl_llm_opts;
 
 /* Pull every page of the weights into the page cache (reads the file once);
@@ -57,6 +60,25 @@ int32_t zl_llm_eos(const zl_llm *llm);
 int zl_llm_is_eog(const zl_llm *llm, int32_t token);
 /* One-line description: architecture, size, tensor types. */
 const char *zl_llm_desc(const zl_llm *llm);
+/* The kernel level this handle runs at: "scalar" | "avx2" | "avx512". */
+const char *zl_llm_isa(const zl_llm *llm);
+
+/* ---- model metadata ----
+ * The model file's key/value pairs by key ("general.architecture",
+ * "tokenizer.chat_template", "llama.context_length", ...), read from the open
+ * handle: no file is opened.  Each returns 0, or ZL_EINVAL when the key is
+ * absent or holds another kind of value (ZL_ERANGE: an array index past its
+ * end).  Strings point into the handle: *len bytes, not NUL-terminated, valid
+ * until zl_llm_close. */
+int zl_llm_meta_str(const zl_llm *llm, const char *key, const char **s, size_t *len);
+/* Integers and booleans (any width, when the value fits). */
+int zl_llm_meta_int(const zl_llm *llm, const char *key, int64_t *out);
+/* Floats, and integers as floats. */
+int zl_llm_meta_float(const zl_llm *llm, const char *key, double *out);
+/* Arrays: the element count, then element i of a string or numeric array. */
+int zl_llm_meta_arr_len(const zl_llm *llm, const char *key, size_t *n);
+int zl_llm_meta_arr_str(const zl_llm *llm, const char *key, size_t i, const char **s, size_t *len);
+int zl_llm_meta_arr_num(const zl_llm *llm, const char *key, size_t i, double *out);
 /* Bytes of weights in the file. */
 uint64_t zl_llm_weight_bytes(const zl_llm *llm);
 
@@ -189,6 +211,17 @@ void zl_seq_grammar_stats(const zl_seq *s, long *walks, long *hits, double *ms);
 int zl_json_schema_grammar(const char *schema, char **grammar, zl_err *err);
 /* Bytes of KV memory holding cached tokens (K+V, all layers). */
 size_t zl_seq_kv_bytes_used(const zl_seq *s);
+/* The model a sequence was made for, and its KV element type and slicing policy. */
+zl_llm *zl_seq_llm(const zl_seq *s);
+zl_kv_type zl_seq_kv_type(const zl_seq *s);
+zl_kv_policy_kind zl_seq_kv_policy(const zl_seq *s);
+/* The KV memory of the first `rows` cache rows (every layer's K, then V),
+ * cut into pieces of at most piece_bytes, for touching a fresh sequence's
+ * pages before a request needs them: zl_seq_kv_n_pieces counts them,
+ * zl_seq_kv_piece returns piece p's size with its address in *at (0 when p is
+ * out of range). */
+int zl_seq_kv_n_pieces(const zl_seq *s, int rows, size_t piece_bytes);
+size_t zl_seq_kv_piece(zl_seq *s, int rows, size_t piece_bytes, int p, void **at);
 /* Exact arithmetic (for verification): f32 activations, f64 sums. */
 void zl_seq_set_exact(zl_seq *s, int exact);
 
@@ -223,6 +256,14 @@ typedef struct zl_spec_stats {
     uint64_t resumed; /* verify steps that ran only the layers after a self-draft's (see below) */
 } zl_spec_stats;
 void zl_seq_spec_stats(const zl_seq *s, zl_spec_stats *st);
+/* Give the sequence's ring a verify-cost curve (cost[i] = forward over i + 1
+ * tokens / over one, n entries); after zl_seq_set_spec, which resets the
+ * ring.  No effect while the ring is off. */
+void zl_seq_set_ring_cost(zl_seq *s, const float *cost, int n);
+/* Measure that curve on llm: the best of `reps` timings of a forward over k
+ * tokens (all logits, as a verification needs) at `depth` cached tokens,
+ * divided by the one-token time, for k = 1..n.  Returns 0 or an error. */
+int zl_llm_verify_cost(zl_llm *llm, int depth, int n, int reps, float *cost, zl_err *err);
 /* A draft model made of the first n_layers of llm (self-speculation): shares
  * llm's weights; close it before llm.  Drafting for a sequence of llm, it
  * runs in that sequence's own cache and the verify pass resumes after its

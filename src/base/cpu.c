@@ -1,12 +1,11 @@
 /* cpu.c — CPUID-based feature detection; see cpu.h.
  * Owns the only computation of the ISA level (level_of) and the one place
  * AVX-512 extensions are read.  Detection runs once per process under
- * pthread_once; the level the kernels dispatch to is an atomic that only
- * zl_cpu_set_isa changes.  Never decides which kernel runs (tensor/ does). */
+ * pthread_once and is immutable after.  Holds no dispatch state: which
+ * kernel runs is decided per handle (tensor/kernels.h). */
 #include "cpu.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +21,6 @@ static unsigned long long xgetbv0(void) {
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static zl_cpu g_cpu;          /* written once, in detect */
 static zl_isa g_max;          /* what the CPU supports, after the ZL_ISA cap */
-static _Atomic int g_active;  /* the level kernels dispatch to (<= g_max) */
 
 /* The level a feature set supports: AVX2 needs FMA and F16C; AVX-512 needs
  * AVX2 and F/BW/VL/DQ (VNNI, VBMI, BF16 are extensions kernels ask for). */
@@ -59,20 +57,16 @@ static void detect(void) {
     const char *env = getenv("ZL_ISA");
     if (env && zl_isa_from_name(env, &cap) == 0 && cap < isa) isa = cap;
     g_max = isa;
-    atomic_store(&g_active, (int)isa);
 }
 
 static void ensure(void) { pthread_once(&g_once, detect); }
 
 const zl_cpu *zl_cpu_get(void) { ensure(); return &g_cpu; }
 zl_isa zl_cpu_max_isa(void) { ensure(); return g_max; }
-zl_isa zl_cpu_isa(void) { ensure(); return (zl_isa)atomic_load_explicit(&g_active, memory_order_relaxed); }
 
-zl_isa zl_cpu_set_isa(zl_isa want) {
+zl_isa zl_cpu_cap_isa(zl_isa want) {
     ensure();
-    zl_isa isa = want < ZL_ISA_SCALAR ? ZL_ISA_SCALAR : want < g_max ? want : g_max;
-    atomic_store(&g_active, (int)isa);
-    return isa;
+    return want < ZL_ISA_SCALAR ? ZL_ISA_SCALAR : want < g_max ? want : g_max;
 }
 
 const char *zl_isa_name(zl_isa isa) {

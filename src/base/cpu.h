@@ -3,10 +3,12 @@
  * Kernels are chosen from what the CPU reports, never from compile flags, so
  * one binary runs on scalar-only, AVX2 and AVX-512 machines.  The environment
  * variable ZL_ISA=scalar|avx2|avx512 caps the level for the whole process (as
- * if the CPU had no more), read once at the first call.
+ * if the CPU had no more), read once at the first call.  Nothing here picks
+ * the level a computation runs at: each model handle holds its own kernel
+ * table (tensor/kernels.h), chosen when it is opened.
  *
- * Thread contract: detection runs once (pthread_once); every function may be
- * called from any thread. */
+ * Thread contract: detection runs once (pthread_once) and its results never
+ * change after; every function may be called from any thread. */
 #ifndef ZL_CPU_H
 #define ZL_CPU_H
 
@@ -22,14 +24,8 @@ typedef struct zl_cpu {
 const zl_cpu *zl_cpu_get(void);
 /* The highest level this process may use: the CPU's, capped by ZL_ISA. */
 zl_isa zl_cpu_max_isa(void);
-/* The level kernels dispatch to now: zl_cpu_max_isa() unless set below. */
-zl_isa zl_cpu_isa(void);
-/* Switches dispatch for the WHOLE PROCESS to min(want, zl_cpu_max_isa()) and
- * returns the level set.  For tests and benchmarks that compare levels in one
- * process: call it only while no forward pass or kernel runs on any thread
- * (each call to a dispatcher reads the level once, so a concurrent switch is
- * not a crash, but a pass would mix levels). */
-zl_isa zl_cpu_set_isa(zl_isa want);
+/* min(want, zl_cpu_max_isa()): the level a handle asking for want gets. */
+zl_isa zl_cpu_cap_isa(zl_isa want);
 const char *zl_isa_name(zl_isa isa);
 /* "scalar" | "avx2" | "avx512" -> level; -1 for anything else. */
 int zl_isa_from_name(const char *name, zl_isa *out);

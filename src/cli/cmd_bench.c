@@ -3,7 +3,6 @@
  * repetitions, for every combination of the comma-separated lists, plus the
  * machine's measured read bandwidth and tg as a share of the bandwidth
  * ceiling (bandwidth / weight bytes read per token). */
-#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -106,7 +105,7 @@ static void stats(const double *v, int n, double *mean, double *sd) {
 /* Forward over k tokens at depth 128, k = 1..16: best of reps, ratio to k = 1. */
 static int verify_curve(const char *model, int threads, int reps) {
     zl_err err = {0};
-    zl_llm_opts lo = {threads, 0, 0, 0, 0, 0};
+    zl_llm_opts lo = {threads, 0, 0, 0, 0, 0, NULL};
     zl_llm *llm;
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     zl_seq_opts so = {256, ZL_KV_F16, zl_sampling_defaults()};
@@ -304,9 +303,8 @@ out:
 
 static int batch_bench(const char *model, const long *sizes, int n_sizes, int threads, int n, int reps, int prefetch) {
     zl_err err = {0};
-    zl_llm_opts lo = {threads, 0, 0, 0, prefetch ? prefetch : -1, 0};
+    zl_llm_opts lo = {threads, 0, 0, 0, prefetch ? prefetch : -1, 0, NULL};
     zl_llm *llm;
-    mallopt(M_MMAP_THRESHOLD, 4 << 20); /* as `serve` (its KV caches stay fresh mmap'd pages) */
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     if (n <= 0) n = 64;
     printf("model: %s\n%s, %d threads, %d generated tokens per sequence, best of %d\n\n", model, zl_llm_desc(llm),
@@ -390,7 +388,7 @@ int cmd_bench(int argc, char **argv) {
     char descbuf[256] = "";
     zl_err err = {0};
     for (int ti = 0; ti < nth; ti++) {
-        zl_llm_opts lo = {(int)th[ti], no_mmap, 0, 0, prefetch ? (int)prefetch : -1, (int)layer_max};
+        zl_llm_opts lo = {(int)th[ti], no_mmap, 0, 0, prefetch ? (int)prefetch : -1, (int)layer_max, NULL};
         zl_llm *llm;
         double t0 = zl_now_s();
         if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);

@@ -190,12 +190,12 @@ int cmd_chat(int argc, char **argv) {
     if (tpl_name && tpl_file) return cli_fail("--chat-template and --chat-template-file exclude each other");
     if (!model) model = cli_default_model();
     zl_err err = {0};
-    zl_llm_opts lo = {(int)threads, 0, 0, 0, 2, 0};
+    zl_llm_opts lo = {(int)threads, 0, 0, 0, 2, 0, NULL};
     zl_llm *llm;
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     zl_chat_fmt fmt;
     memset(&fmt, 0, sizeof fmt);
-    if (zl_chat_fmt_setup(&fmt, llm, model, tpl_name, tpl_file, &err)) {
+    if (zl_chat_fmt_setup(&fmt, llm, tpl_name, tpl_file, &err)) {
         zl_llm_close(llm);
         return cli_fail("%s", err.msg);
     }

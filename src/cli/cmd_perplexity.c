@@ -84,7 +84,7 @@ int cmd_perplexity(int argc, char **argv) {
     zl_kv_policy_kind pk;
     if (cli_kv_policy(kv_policy, &pk)) return 1;
     zl_err err = {0};
-    zl_llm_opts lo = {(int)threads, 0, 0, 0, 0, (int)layer_max};
+    zl_llm_opts lo = {(int)threads, 0, 0, 0, 0, (int)layer_max, NULL};
     zl_llm *llm;
     if (zl_llm_open(&llm, model ? model : cli_default_model(), &lo, &err)) return cli_fail("%s", err.msg);
     int nv = zl_llm_n_vocab(llm);

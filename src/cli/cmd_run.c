@@ -7,8 +7,6 @@
 #include <time.h>
 
 #include "../base/clock.h"
-#include "../base/cpu.h"
-#include "../engine/spec.h"
 #include "../server/chat_template.h"
 #include "cli.h"
 #include "zerolayer.h"
@@ -154,14 +152,14 @@ int cmd_run(int argc, char **argv) {
     if (spec != ZL_SPEC_DRAFT && (draft_model || draft_layers))
         return cli_fail("--draft-model/--draft-layers need --spec draft");
     zl_err err = {0};
-    zl_llm_opts lo = {(int)threads, no_mmap, mlock, 0, prefetch ? (int)prefetch : -1, (int)layer_max};
+    zl_llm_opts lo = {(int)threads, no_mmap, mlock, 0, prefetch ? (int)prefetch : -1, (int)layer_max, NULL};
     double t0 = zl_now_s();
     zl_llm *llm;
     if (zl_llm_open(&llm, model, &lo, &err)) return cli_fail("%s", err.msg);
     if (preheat) zl_llm_preheat(llm, cli_progress, "preheat");
     double t_load = zl_now_s() - t0;
     fprintf(stderr, "zerolayer: %s (%d threads, isa %s, loaded in %.0f ms)\n", zl_llm_desc(llm),
-            zl_llm_n_threads(llm), zl_isa_name(zl_cpu_isa()), t_load * 1e3);
+            zl_llm_n_threads(llm), zl_llm_isa(llm), t_load * 1e3);
     zl_kv_policy_kind pk;
     if (cli_kv_policy(kv_policy, &pk)) { zl_llm_close(llm); return 1; }
     if (system && !chat) { zl_llm_close(llm); return cli_fail("--system needs --chat"); }
@@ -174,7 +172,7 @@ int cmd_run(int argc, char **argv) {
         int nm = 0;
         if (system) msgs[nm++] = (zl_chat_msg){"system", system};
         msgs[nm++] = (zl_chat_msg){"user", prompt};
-        if (!zl_chat_fmt_setup(&fmt, llm, model, NULL, NULL, &err)) {
+        if (!zl_chat_fmt_setup(&fmt, llm, NULL, NULL, &err)) {
             rendered = zl_chat_fmt_render(&fmt, msgs, nm, &err);
             special = zl_chat_fmt_parse_special(&fmt);
             zl_chat_fmt_free(&fmt);

@@ -1,12 +1,10 @@
 /* cmd_serve.c — `zerolayer serve`: parse flags, load the model, run the
  * HTTP server (src/server) until SIGINT/SIGTERM. */
 #include <dirent.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/spec.h"
 #include "../server/server.h"
 #include "cli.h"
 #include "zerolayer.h"
@@ -97,8 +95,7 @@ static void serve_usage(FILE *f) {
           "  --kv-budget B           tokens kept under a bounded policy: a count, or a fraction of --ctx (0.25)\n"
           "                          (requests override all of these: X-Zerolayer-* headers, body \"zerolayer\")\n"
           "  --kv-layer-max N        most tokens one layer keeps under a bounded policy (default: --ctx; the\n"
-          "                          model's training context when its file claims more)\n"
-          "  --debug-step-ms N       sleep after each engine step (tests only)\n",
+          "                          model's training context when its file claims more)\n",
           f);
 }
 
@@ -136,7 +133,6 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("--step-tokens", 1, 1 << 16, o.sched.step_tokens)
         NEXT_INT("-t", 1, 1024, threads)
         NEXT_INT("--threads", 1, 1024, threads)
-        NEXT_INT("--debug-step-ms", 0, 10000, o.sched.debug_step_ms)
         NEXT_INT("--prefetch-layers", 0, 1024, prefetch)
         NEXT_INT("--ring", 1, 16, ring)
         NEXT_INT("--draft-layers", 1, 100000, draft_layers)
@@ -292,18 +288,18 @@ int cmd_serve(int argc, char **argv) {
     o.model_aliases = aliases;
     o.n_models = n_more;
     o.model_path = model ? model : cli_default_model();
+#ifdef ZL_TEST_HOOKS
+    /* the test build's binary only (tests/CMakeLists.txt): slow every engine
+     * step down so tests can hold requests in flight */
+    const char *step_ms = getenv("ZL_TEST_STEP_MS");
+    long ms;
+    if (step_ms) {
+        if (cli_int("ZL_TEST_STEP_MS", step_ms, 0, 10000, &ms)) { free(keys); return 1; }
+        o.sched.debug_step_ms = (int)ms;
+    }
+#endif
     zl_err err = {0};
     zl_llm *llm = NULL;
-    /* Every request's sequence allocates its KV cache (tens of MiB at a long
-     * context) on the engine thread.  glibc raises its mmap threshold to the
-     * size of the first such block freed, after which these blocks come from
-     * the heap and calloc clears them: ~13 ms per admission on the 1.1B model
-     * at --ctx 2048, serial before the step that prefills them.  A fixed
-     * threshold keeps them fresh zero pages (faulted as rows are written) and
-     * gives their memory back to the system when the request ends; 4 MiB
-     * keeps per-step buffers (a batch's logits: 32 rows of a 32k vocabulary)
-     * on the heap. */
-    mallopt(M_MMAP_THRESHOLD, 4 << 20);
     zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1, .kv_layer_max = layer_max};
     o.llm_opts = lo;
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }

@@ -1,6 +1,6 @@
 /* engine_internal.h — the structs behind the public handles, shared by the
- * engine's files (llm.c: handles and evaluation; spec.c: the verification
- * ring).  Nothing outside src/engine includes this. */
+ * engine's files (llm.c: handles and evaluation; batch.c: the batched
+ * evaluator; spec.c: the verification ring).  Nothing outside src/engine includes this. */
 #ifndef ZL_ENGINE_INTERNAL_H
 #define ZL_ENGINE_INTERNAL_H
 
@@ -9,6 +9,7 @@
 #include "../decode/ring.h"
 #include "../decode/sampler.h"
 #include "../model/model.h"
+#include "batch.h"
 #include "../tokenizer/vocab.h"
 #include "zerolayer.h"
 
@@ -18,7 +19,8 @@ struct zl_llm {
     zl_pool *pool;
     char desc[256];
     uint64_t weight_bytes;
-    zl_fwd *batch_fwd; /* scratch of zl_llm_eval_batch */
+    zl_fwd *batch_fwd;      /* forward scratch of zl_batch_eval */
+    zl_batch_buf batch_buf; /* zl_llm_eval_batch's batch buffers (the scheduler has its own) */
     int borrowed;      /* truncated view: model/vocab/pool belong to another zl_llm */
     int kv_layer_max;  /* zl_llm_opts.kv_layer_max, given to every sequence's KV cache */
     struct zl_gvocab *gvocab; /* grammar vocabulary, built on first use (constraint.c) */
@@ -34,6 +36,8 @@ struct zl_seq {
     int has_logits;
     int32_t *tokens; /* every token fed, in order (n_tokens); the cache may hold fewer */
     int n_tokens, cap_tokens;
+    zl_batch_tok *chunk; /* cap_chunk: one chunk of zl_seq_eval_part, grown as needed */
+    int cap_chunk;
     /* verification ring */
     int spec_on;
     int32_t pending; /* token already chosen (by a rejection) but not yet emitted; -1 = none */
@@ -52,6 +56,10 @@ void zl_seq_grammar_rebind(zl_seq *s);
  * zl_forward_part): n must fit in one chunk (n <= batch), full KV policy. */
 int zl_seq_eval_part(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n, int batch, const zl_fwd_part *part,
                      float *all_logits, zl_err *err);
+/* zl_seq_set_kv_policy with the anchor policy's recent window: window > 0
+ * keeps that many recent tokens per layer and fills the rest of the budget
+ * with heavy hitters (kv_policy.c); 0 keeps the whole budget recent. */
+int zl_seq_set_kv_slicing(zl_seq *s, zl_kv_policy_kind kind, int budget, int window, zl_err *err);
 /* Grow s->tokens to hold at least n tokens. Returns 0 or ZL_ENOMEM. */
 int zl_seq_reserve_tokens(zl_seq *s, int n);
 /* Record fed tokens in s->tokens (grows the array). Returns 0 or ZL_ENOMEM. */

@@ -8,12 +8,14 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../base/fault.h"
 #include "../base/pool.h"
 #include "../decode/sampler.h"
 #include "../grammar/grammar.h"
 #include "../model/model.h"
 #include "../model/prefetch.h"
 #include "../tokenizer/vocab.h"
+#include "batch.h"
 #include "engine_internal.h"
 #include "zerolayer.h"
 
@@ -23,7 +25,7 @@ int zl_llm_open(zl_llm **out, const char *path, const zl_llm_opts *opts, zl_err 
     if (opts) o = *opts;
     zl_llm *llm = calloc(1, sizeof *llm);
     if (!llm) return zl_errf(err, ZL_ENOMEM, "out of memory");
-    zl_model_opts mo = {o.no_mmap, o.populate};
+    zl_model_opts mo = {o.no_mmap, o.populate, o.isa};
     int rc = zl_model_load(&llm->model, path, &mo, err);
     if (rc && rc != ZL_EIO) { /* a vocabulary-only file deserves a plainer word than its missing tensors */
         zl_gguf *g;
@@ -62,6 +64,7 @@ void zl_llm_close(zl_llm *llm) {
     if (!llm) return;
     if (llm->borrowed) {
         zl_fwd_free(llm->batch_fwd);
+        zl_batch_buf_free(&llm->batch_buf);
         zl_model_free(llm->model); /* frees only the view */
         zl_gvocab_free(llm->gvocab);
         free(llm);
@@ -70,6 +73,7 @@ void zl_llm_close(zl_llm *llm) {
     zl_pool_free(llm->pool);
     zl_fwd_free(llm->batch_fwd);
     zl_gvocab_free(llm->gvocab);
+    zl_batch_buf_free(&llm->batch_buf);
     zl_vocab_free(llm->vocab);
     zl_model_free(llm->model);
     free(llm);
@@ -140,7 +144,8 @@ int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) 
         s->sampler = zl_sampler_new(&sp, hp->n_vocab);
         s->logits = calloc((size_t)hp->n_vocab, sizeof(float));
         s->scratch = calloc((size_t)hp->n_vocab, sizeof(float));
-        if (!s->fwd || !s->sampler || !s->logits || !s->scratch) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+        if (!s->fwd || !s->sampler || !s->logits || !s->scratch || ZL_FAULT(ZL_FAULT_SEQ_NEW))
+            rc = zl_errf(err, ZL_ENOMEM, "out of memory");
     }
     if (rc) { zl_seq_free(s); return rc; }
     *out = s;
@@ -154,6 +159,7 @@ void zl_seq_free(zl_seq *s) {
     free(s->vlogits);
     free(s->probs);
     free(s->tokens);
+    free(s->chunk);
     zl_kv_free(s->kv);
     zl_fwd_free(s->fwd);
     zl_sampler_free(s->sampler);
@@ -211,6 +217,39 @@ const int32_t *zl_seq_tokens(const zl_seq *s, int *n) {
     return s->tokens;
 }
 
+zl_llm *zl_seq_llm(const zl_seq *s) { return s->llm; }
+
+zl_kv_type zl_seq_kv_type(const zl_seq *s) {
+    return s->kv->type == ZL_TYPE_F32 ? ZL_KV_F32 : s->kv->type == ZL_TYPE_Q8_0 ? ZL_KV_Q8_0 : ZL_KV_F16;
+}
+
+zl_kv_policy_kind zl_seq_kv_policy(const zl_seq *s) { return (zl_kv_policy_kind)s->kv->policy.kind; }
+
+/* Bytes of the first `rows` rows of one layer's K (or V). */
+static size_t kv_region(const zl_seq *s, int rows) {
+    if (rows < 0) rows = 0;
+    if (rows > s->kv->n_ctx) rows = s->kv->n_ctx;
+    return (size_t)rows * s->kv->row_bytes;
+}
+
+int zl_seq_kv_n_pieces(const zl_seq *s, int rows, size_t piece_bytes) {
+    size_t region = kv_region(s, rows);
+    if (!piece_bytes || !region) return 0;
+    return 2 * s->kv->n_layers * (int)((region + piece_bytes - 1) / piece_bytes);
+}
+
+size_t zl_seq_kv_piece(zl_seq *s, int rows, size_t piece_bytes, int p, void **at) {
+    *at = NULL;
+    if (p < 0 || p >= zl_seq_kv_n_pieces(s, rows, piece_bytes)) return 0;
+    size_t region = kv_region(s, rows);
+    int per = (int)((region + piece_bytes - 1) / piece_bytes);
+    int layer = p / (2 * per), which = (p / per) % 2, sub = p % per;
+    uint8_t *base = which ? zl_kv_v(s->kv, layer, 0) : zl_kv_k(s->kv, layer, 0);
+    size_t off = (size_t)sub * piece_bytes;
+    *at = base + off;
+    return region - off < piece_bytes ? region - off : piece_bytes;
+}
+
 /* The public enum is the KV layer's, value for value. */
 _Static_assert(ZL_KV_POLICY_FULL == (int)ZL_KVP_FULL && ZL_KV_POLICY_WINDOW == (int)ZL_KVP_WINDOW &&
                    ZL_KV_POLICY_ANCHOR == (int)ZL_KVP_ANCHOR && ZL_KVP_COUNT == 3,
@@ -228,7 +267,15 @@ int zl_kv_policy_from_name(const char *name, zl_kv_policy_kind *kind) {
 const char *zl_kv_policy_names(void) { return zl_kvp_names(); }
 
 int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *err) {
-    zl_kv_policy p = {(zl_kvp_kind)kind, budget, 0, 0};
+    return zl_seq_set_kv_slicing(s, kind, budget, 0, err);
+}
+
+int zl_seq_set_kv_slicing(zl_seq *s, zl_kv_policy_kind kind, int budget, int window, zl_err *err) {
+    if (window < 0) return zl_errf(err, ZL_EINVAL, "KV window must be >= 0 tokens, not %d", window);
+    if (window && kind != ZL_KV_POLICY_ANCHOR)
+        return zl_errf(err, ZL_EINVAL, "a KV window before heavy hitters needs the anchor policy, not %s",
+                       zl_kvp_name((zl_kvp_kind)kind));
+    zl_kv_policy p = {(zl_kvp_kind)kind, budget, 0, window};
     /* eviction re-rotates kept keys with one RoPE; sliding-window layers
      * rotate with their own base (and bound their span already) */
     if (p.kind != ZL_KVP_FULL && !zl_model_uniform_rope(s->llm->model))
@@ -269,9 +316,14 @@ int zl_seq_eval_part(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n
         if (ids[i] < 0 || ids[i] >= nv) return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", ids[i], nv);
     if (batch <= 0) batch = 64;
     if (bounded && batch > zl_kv_budget(s->kv) / 4) batch = zl_kv_budget(s->kv) / 4; /* chunks leave room to evict */
-    zl_batch_tok *toks = malloc((size_t)batch * sizeof *toks);
-    if (!toks) return zl_errf(err, ZL_ENOMEM, "out of memory");
-    int rc = 0, fed = 0;
+    if (batch > s->cap_chunk) {
+        zl_batch_tok *c = realloc(s->chunk, (size_t)batch * sizeof *c);
+        if (!c) return zl_errf(err, ZL_ENOMEM, "out of memory");
+        s->chunk = c;
+        s->cap_chunk = batch;
+    }
+    zl_batch_tok *toks = s->chunk;
+    int rc = 0;
     for (int p = 0; p < n && !rc; p += batch) {
         int cnt = n - p < batch ? n - p : batch;
         if (bounded && (rc = zl_kv_make_room(s->kv, cnt, err))) break;
@@ -287,9 +339,7 @@ int zl_seq_eval_part(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n
                 if (anchor[p + i]) zl_kv_mark_anchor(s->kv, base + i, 1);
         for (int i = 0; i < cnt; i++) zl_sampler_accept(s->sampler, ids[p + i]);
         if (zl_seq_track(s, ids + p, cnt)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
-        fed += cnt;
     }
-    free(toks);
     s->pending = -1;
     if (rc) {
         /* keep the sequence consistent: what was fed stays, logits are stale */
@@ -298,7 +348,6 @@ int zl_seq_eval_part(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n
     }
     if (all_logits) memcpy(s->logits, all_logits + (size_t)(n - 1) * nv, (size_t)nv * sizeof(float));
     s->has_logits = 1;
-    (void)fed;
     return 0;
 }
 
@@ -341,47 +390,5 @@ const char *zl_stream_flush(zl_stream *st, size_t *len) {
 }
 
 int zl_llm_eval_batch(zl_llm *llm, const zl_batch_item *items, int n_items, zl_err *err) {
-    if (n_items <= 0) return zl_errf(err, ZL_EINVAL, "empty batch");
-    const zl_model *m = llm->model;
-    int nv = m->hp.n_vocab, total = 0;
-    for (int i = 0; i < n_items; i++) {
-        const zl_seq *s = items[i].seq;
-        if (!s || s->llm != llm || items[i].n <= 0)
-            return zl_errf(err, ZL_EINVAL, "batch item %d is invalid", i);
-        for (int j = 0; j < i; j++)
-            if (items[j].seq == s) return zl_errf(err, ZL_EINVAL, "sequence appears twice in one batch");
-        if (s->kv->policy.kind == ZL_KVP_FULL && s->kv->n_used + items[i].n > s->kv->n_ctx)
-            return zl_errf(err, ZL_ERANGE, "batch item %d: %d tokens do not fit: %d of the %d-token context are used",
-                           i, items[i].n, s->kv->n_used, s->kv->n_ctx);
-        for (int j = 0; j < items[i].n; j++)
-            if (items[i].ids[j] < 0 || items[i].ids[j] >= nv)
-                return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", items[i].ids[j], nv);
-        total += items[i].n;
-    }
-    if (!llm->batch_fwd && !(llm->batch_fwd = zl_fwd_new())) return zl_errf(err, ZL_ENOMEM, "out of memory");
-    zl_batch_tok *toks = malloc((size_t)total * sizeof *toks);
-    zl_kv **kvs = malloc((size_t)n_items * sizeof *kvs);
-    float *logits = malloc((size_t)n_items * nv * sizeof *logits);
-    int rc = 0;
-    if (!toks || !kvs || !logits) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
-    for (int i = 0; !rc && i < n_items; i++) rc = zl_kv_make_room(items[i].seq->kv, items[i].n, err);
-    for (int i = 0, t = 0; !rc && i < n_items; i++) {
-        kvs[i] = items[i].seq->kv;
-        for (int j = 0; j < items[i].n; j++, t++)
-            toks[t] = (zl_batch_tok){items[i].ids[j], kvs[i]->n_used + j, i, j == items[i].n - 1};
-    }
-    if (!rc) rc = zl_forward(m, kvs, toks, total, logits, llm->batch_fwd, llm->pool, err);
-    for (int i = 0, t = 0; !rc && i < n_items; t += items[i].n, i++) zl_kv_note_written(kvs[i], toks[t].pos, items[i].n);
-    for (int i = 0; !rc && i < n_items; i++) {
-        zl_seq *s = items[i].seq;
-        memcpy(s->logits, logits + (size_t)i * nv, (size_t)nv * sizeof(float));
-        for (int j = 0; j < items[i].n; j++) zl_sampler_accept(s->sampler, items[i].ids[j]);
-        s->has_logits = 1;
-        s->pending = -1;
-        if (zl_seq_track(s, items[i].ids, items[i].n)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
-    }
-    free(toks);
-    free(kvs);
-    free(logits);
-    return rc;
+    return zl_batch_eval(llm, items, NULL, n_items, &llm->batch_buf, err);
 }

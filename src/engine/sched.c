@@ -13,7 +13,14 @@
  * queued (in the queue, finish NONE) -> running (in a slot, finish NONE;
  * n_fed rises to n_prompt, then tokens are pushed) -> finished (finish set
  * once, still in its slot; nothing more is pushed) -> reaped (out of the
- * slot, its sequence released). */
+ * slot, its sequence released).  After every commit, in checked builds,
+ * sched_check_invariants verifies the counters, sequence and token
+ * ownership and the KV bounds.
+ *
+ * Errors: every failure ends exactly the jobs it affects with finish ERROR
+ * and a message (a job that cannot start, the jobs of a batch whose forward
+ * failed, a job whose output cannot grow); the engine thread itself holds
+ * only buffers made by zl_sched_new and never exits before zl_sched_stop. */
 #include "sched.h"
 
 #include <math.h>
@@ -25,11 +32,12 @@
 
 #include "../base/assert.h"
 #include "../base/err.h"
+#include "../base/fault.h"
+#include "batch.h"
 #include "engine_internal.h"
 #include "spec.h"
 
 #define ZL_JOB_RING_OUT (ZL_RING_MAX + 1) /* tokens one ring step may emit: the accepted drafts + the next */
-#define ZL_SCHED_MAX_SOLO 64 /* own-forward prompt chunks per engine step */
 
 struct zl_job {
     /* input, immutable after submit */
@@ -41,7 +49,7 @@ struct zl_job {
     zl_job_tok *toks;
     int n_toks, cap_toks;
     zl_finish finish;
-    zl_job_times times;
+    zl_job_report report;
     /* control */
     atomic_int cancel;
     atomic_int refs;
@@ -59,10 +67,10 @@ struct zl_job {
     zl_verify ver;    /* this step's ring item (ids = pending + drafts) */
     double draft_ms;  /* time this step's drafting took */
     int bounded;      /* a bounded KV policy: no context limit */
+    /* the sequence's cumulative counters as last read, and what they grew by since the last job_flush */
     unsigned long long seen_drafted, seen_accepted, seen_evicted;
-    /* engine-side tallies, copied into times under s->mu (job_flush) */
-    unsigned long long ev_new, dr_new, ac_new;
-    double kv_read, sample_new;
+    unsigned long long unflushed_evicted, unflushed_drafted, unflushed_accepted;
+    double kv_read, unflushed_sample_ms;
     int kv_steps, anchors_now, ring_steps;
     zl_sampler_constraint con; /* con.mask NULL: unconstrained */
     void (*con_free)(void *);
@@ -76,6 +84,45 @@ typedef struct zl_task {
     int result, done;
     struct zl_task *next;
 } zl_task;
+
+/* How a running job takes part in one engine step. */
+typedef enum {
+    WORK_DECODE, /* its pending token, in the batch */
+    WORK_RING,   /* its pending token + drafts, in the batch, verified after it */
+    WORK_PROMPT, /* a prompt chunk, in the batch */
+    WORK_SOLO,   /* a prompt chunk on a forward of its own (anchors or a bounded KV policy) */
+} work_kind;
+
+/* One job's part in one step: filled by the plan, then by each stage in turn. */
+typedef struct step_work {
+    zl_job *job;
+    work_kind kind;
+    int n;               /* tokens fed this step */
+    int item;            /* its index in the batch, -1 for WORK_SOLO */
+    int rc;              /* forward: 0 = fed, else the error that ends the job */
+    const char *msg;     /* forward: the error's message (the batch's or err's) */
+    zl_err err;          /* forward: a solo forward's error */
+    int n_out, n_acc;    /* sample: tokens chosen; ring: the accepted drafts among them */
+    zl_job_tok tok;      /* sample: the plain token (with its logprobs) */
+    int32_t ring[ZL_JOB_RING_OUT]; /* sample: a ring step's accepted drafts, then the next token */
+    int trim;            /* commit: tokens the sequence keeps after finishing inside a ring step, 0 = all */
+} step_work;
+
+/* The buffers of one engine step, allocated by zl_sched_new for n_parallel
+ * jobs and step_tokens tokens; only the batch's logit rows grow, when a step
+ * carries more verify rows than any before. */
+typedef struct sched_step_buf {
+    step_work *work; /* n_parallel */
+    int n_work;
+    zl_batch_item *items; /* n_parallel */
+    zl_verify **vers;     /* n_parallel */
+    int n_items, n_decode, n_ring;
+    zl_batch_buf batch;
+    zl_err err;         /* the batch forward's error */
+    double batch_ms;    /* the batch forward's wall time */
+    double solo_ms;     /* the solo forwards' wall time */
+    zl_job **admitted, **dead; /* n_parallel: jobs admitted / reaped this iteration */
+} sched_step_buf;
 
 struct zl_sched {
     zl_llm *llm;
@@ -94,8 +141,8 @@ struct zl_sched {
     long long kv_used;
     unsigned long long ring_drafted, ring_accepted, kv_evicted;
     long long kv_anchor_tokens;
-    float *lp_scratch;
     zl_task *t_head, *t_tail; /* zl_sched_run work, under mu */
+    sched_step_buf st;        /* engine thread only */
 };
 
 zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampling, int max_tokens,
@@ -122,7 +169,7 @@ zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampl
     j->max_tokens = max_tokens;
     j->n_top = n_top_logprobs > ZL_JOB_MAX_TOP ? ZL_JOB_MAX_TOP : n_top_logprobs;
     j->pending = -1;
-    j->times.n_prompt = n_prompt;
+    j->report.n_prompt = n_prompt;
     atomic_init(&j->cancel, 0);
     atomic_init(&j->refs, 1);
     return j;
@@ -201,12 +248,13 @@ void zl_job_release(zl_job *j) {
 
 int zl_sched_submit(zl_sched *s, zl_job *j) {
     pthread_mutex_lock(&s->mu);
-    if (s->n_waiting >= s->o.max_queue || s->stop) {
+    if (s->stop || s->n_waiting >= s->o.max_queue) {
+        int rc = s->stop ? ZL_EINVAL : ZL_ERANGE;
         pthread_mutex_unlock(&s->mu);
-        return ZL_ERANGE;
+        return rc;
     }
     atomic_fetch_add(&j->refs, 1);
-    j->times.t_submit = zl_now_ms();
+    j->report.t_submit = zl_now_ms();
     j->next = NULL;
     if (s->q_tail) s->q_tail->next = j;
     else s->q_head = j;
@@ -282,10 +330,12 @@ int zl_job_read(zl_sched *s, zl_job *j, int from, zl_job_tok *dst, int cap, zl_f
     return n;
 }
 
-void zl_job_get_times(zl_sched *s, zl_job *j, zl_job_times *t) {
+
+void zl_job_get_report(zl_sched *s, zl_job *j, zl_job_report *r) {
     pthread_mutex_lock(&s->mu);
-    *t = j->times;
-    t->n_generated = j->n_toks;
+    *r = j->report;
+    r->n_generated = j->n_toks;
+    r->retryable = j->finish == ZL_FINISH_ERROR && r->error_code == ZL_ENOMEM && j->n_toks == 0;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -294,26 +344,38 @@ static void job_finish(zl_sched *s, zl_job *j, zl_finish why) {
     ZL_ASSERT(why != ZL_FINISH_NONE);
     if (j->finish) return; /* the first reason stands */
     j->finish = why;
-    j->times.t_done = zl_now_ms();
+    j->report.t_done = zl_now_ms();
     (void)s;
 }
 
-/* Under s->mu. */
-static int job_push(zl_job *j, const zl_job_tok *t) {
+/* Under s->mu: j ends with an error (code: a zl_err code; msg: one line). */
+static void job_fail(zl_sched *s, zl_job *j, int code, const char *msg) {
+    if (j->finish) return;
+    snprintf(j->report.error, sizeof j->report.error, "%s", msg);
+    j->report.error_code = code ? code : ZL_EINVAL;
+    job_finish(s, j, ZL_FINISH_ERROR);
+}
+
+/* Under s->mu: append one output token.  Returns 0, or ZL_ENOMEM after
+ * failing the job (the token is not pushed). */
+static int job_push(zl_sched *s, zl_job *j, const zl_job_tok *t) {
     ZL_ASSERT(!j->finish && j->n_fed >= j->n_prompt); /* a token only after the prompt, never after the end */
     if (j->n_toks == j->cap_toks) {
         int nc = j->cap_toks ? j->cap_toks * 2 : 64;
-        zl_job_tok *nt = realloc(j->toks, (size_t)nc * sizeof *nt);
-        if (!nt) return ZL_ENOMEM;
+        zl_job_tok *nt = ZL_FAULT(ZL_FAULT_JOB_PUSH) ? NULL : realloc(j->toks, (size_t)nc * sizeof *nt);
+        if (!nt) {
+            job_fail(s, j, ZL_ENOMEM, "out of memory");
+            return ZL_ENOMEM;
+        }
         j->toks = nt;
         j->cap_toks = nc;
     }
     j->toks[j->n_toks++] = *t;
+    if (!j->report.t_first) j->report.t_first = t->t_ms;
     return 0;
 }
 
-/* log-softmax of the raw logits: the chosen token's value and the top k. */
-static void job_logprobs(zl_sched *s, const float *logits, int nv, zl_job_tok *t, int k) {
+static void job_logprobs(const float *logits, int nv, zl_job_tok *t, int k) {
     float mx = logits[0];
     for (int i = 1; i < nv; i++) mx = logits[i] > mx ? logits[i] : mx;
     double sum = 0;
@@ -336,10 +398,9 @@ static void job_logprobs(zl_sched *s, const float *logits, int nv, zl_job_tok *t
         if (n < k) t->n_top++;
     }
     for (int i = 0; i < t->n_top; i++) t->top_lp[i] -= lse;
-    (void)s;
 }
 
-/* Admit queued jobs into free slots and drop cancelled ones.  Under s->mu. */
+
 static void sched_admit(zl_sched *s, zl_job **admitted, int *n_admitted) {
     *n_admitted = 0;
     for (int i = 0; i < s->o.n_parallel; i++) {
@@ -371,7 +432,7 @@ static void sched_admit(zl_sched *s, zl_job **admitted, int *n_admitted) {
         s->n_waiting--;
         ZL_ASSERT(s->n_waiting >= 0 && !j->finish && !j->seq && j->n_fed == 0 && j->n_toks == 0); /* queued -> running */
         j->next = NULL;
-        j->times.t_admit = zl_now_ms();
+        j->report.t_admit = zl_now_ms();
         s->running[i] = j;
         s->n_running++;
         admitted[(*n_admitted)++] = j;
@@ -394,7 +455,7 @@ static int sched_reap(zl_sched *s, zl_job **dead) {
 
 /* KV bookkeeping after a forward of j's sequence (engine thread, no lock):
  * the bytes its attention read and what the policy evicted; job_flush
- * moves the tallies into the job's times and the scheduler's totals. */
+ * moves the tallies into the job's report and the scheduler's totals. */
 static void job_kv_note(zl_job *j, int decode) {
     zl_kv_stats ks;
     zl_seq_kv_stats(j->seq, &ks);
@@ -403,26 +464,26 @@ static void job_kv_note(zl_job *j, int decode) {
         j->kv_steps++;
     }
     j->anchors_now = ks.anchors;
-    j->ev_new += ks.evicted >= j->seen_evicted ? ks.evicted - j->seen_evicted : 0;
+    j->unflushed_evicted += ks.evicted >= j->seen_evicted ? ks.evicted - j->seen_evicted : 0;
     j->seen_evicted = ks.evicted;
 }
 
 /* Under s->mu. */
 static void job_flush(zl_sched *s, zl_job *j) {
-    s->kv_evicted += j->ev_new;
-    s->ring_drafted += j->dr_new;
-    s->ring_accepted += j->ac_new;
-    j->times.kv_evicted += j->ev_new;
-    j->times.ring_drafted += j->dr_new;
-    j->times.ring_accepted += j->ac_new;
-    j->ev_new = j->dr_new = j->ac_new = 0;
-    j->times.sample_ms += j->sample_new;
-    s->sample_ms += j->sample_new;
-    j->sample_new = 0;
-    j->times.kv_read_bytes = j->kv_read;
-    j->times.kv_read_steps = j->kv_steps;
-    j->times.kv_anchors = j->anchors_now;
-    j->times.ring_steps = (unsigned long long)j->ring_steps;
+    s->kv_evicted += j->unflushed_evicted;
+    s->ring_drafted += j->unflushed_drafted;
+    s->ring_accepted += j->unflushed_accepted;
+    j->report.kv_evicted += j->unflushed_evicted;
+    j->report.ring_drafted += j->unflushed_drafted;
+    j->report.ring_accepted += j->unflushed_accepted;
+    j->unflushed_evicted = j->unflushed_drafted = j->unflushed_accepted = 0;
+    j->report.sample_ms += j->unflushed_sample_ms;
+    s->sample_ms += j->unflushed_sample_ms;
+    j->unflushed_sample_ms = 0;
+    j->report.kv_read_bytes = j->kv_read;
+    j->report.kv_read_steps = j->kv_steps;
+    j->report.kv_anchors = j->anchors_now;
+    j->report.ring_steps = (unsigned long long)j->ring_steps;
 }
 
 /* Finish checks after a token was pushed.  ahead: tokens the sequence has
@@ -435,56 +496,136 @@ static void job_check_end(zl_sched *s, zl_job *j, int32_t id, int ahead) {
     else if (zl_seq_room(j->seq) + ahead < 1) job_finish(s, j, ZL_FINISH_CTX);
 }
 
-/* Prompt chunk of a job with anchors or a bounded KV policy: its own forward
- * (zl_llm_eval_batch has no anchor mask, and a bounded cache evicts in chunks
- * that leave room).  Returns the tokens fed, or -1 after finishing the job
- * with an error. */
-static int job_prefill_solo(zl_sched *s, zl_job *j, int n) {
-    zl_err err = {0};
-    const uint8_t *mask = j->anchors ? j->anchors + j->n_fed : NULL;
-    double t0 = zl_now_ms();
-    int rc = zl_seq_eval_anchored(j->seq, j->prompt + j->n_fed, mask, n, 0, NULL, &err);
-    double fwd = zl_now_ms() - t0;
-    if (s->o.on_step) s->o.on_step(s->o.on_step_ud, 1, n, fwd);
-    if (!rc) job_kv_note(j, 0);
-    pthread_mutex_lock(&s->mu);
-    s->forward_ms += fwd;
-    job_flush(s, j);
-    if (rc) {
-        snprintf(j->times.error, sizeof j->times.error, "%s", err.msg);
-        job_finish(s, j, ZL_FINISH_ERROR);
+/* Whether j is in a state to take part in a step. */
+static int job_live(const zl_job *j) { return j && !j->finish && j->seq; }
+
+/* ---- stage 1: plan ----
+ * Which running jobs take part in this step, with how many tokens each, and
+ * the drafts of the ring jobs; fills s->st.work (at most one entry per job)
+ * and the batch items.  Every generating job decodes (its pending token);
+ * ring jobs draft after it; then prompt chunks, oldest slot first, fill what
+ * is left of step_tokens (while a prompt waits, drafts take at most half of
+ * the budget left, so prefill always advances).  Anchored or bounded prompts
+ * go on a forward of their own (WORK_SOLO): the batch has no anchor mask,
+ * and a bounded cache evicts in chunks that leave room.  Engine thread, no
+ * lock (the running slots change only on this thread).  Never fails: it
+ * allocates nothing. */
+static void sched_plan(zl_sched *s) {
+    sched_step_buf *st = &s->st;
+    int budget = s->o.step_tokens;
+    st->n_work = st->n_items = st->n_ring = 0;
+    for (int i = 0; i < s->o.n_parallel; i++) {
+        zl_job *j = s->running[i];
+        if (!job_live(j) || j->pending < 0) continue;
+        step_work *w = &st->work[st->n_work++];
+        *w = (step_work){.job = j, .kind = WORK_DECODE, .n = 1, .item = st->n_items};
+        st->items[st->n_items] = (zl_batch_item){j->seq, &j->pending, 1};
+        st->vers[st->n_items++] = NULL;
+        budget--;
     }
-    pthread_mutex_unlock(&s->mu);
-    if (rc) return -1;
-    j->n_fed += n;
-    ZL_ASSERT(j->n_fed <= j->n_prompt);
-    if (j->prefill_only && j->n_fed >= j->n_prompt) {
-        pthread_mutex_lock(&s->mu);
-        job_finish(s, j, ZL_FINISH_LENGTH);
-        pthread_mutex_unlock(&s->mu);
+    st->n_decode = st->n_items;
+    int prefilling = 0;
+    for (int i = 0; i < s->o.n_parallel && !prefilling; i++) {
+        zl_job *j = s->running[i];
+        prefilling = job_live(j) && j->n_fed < j->n_prompt;
     }
-    return n;
+    int draft_budget = prefilling ? budget / 2 : budget;
+    for (int i = 0; i < st->n_decode; i++) {
+        step_work *w = &st->work[i];
+        zl_job *j = w->job;
+        if (!j->ring_on) continue;
+        int max = draft_budget;
+        if (j->max_tokens > 0 && j->max_tokens - j->n_toks - 1 < max) max = j->max_tokens - j->n_toks - 1;
+        double t0 = zl_now_ms();
+        int nd = zl_spec_draft(j->seq, j->pending, max, &j->ver);
+        j->draft_ms = zl_now_ms() - t0;
+        w->kind = WORK_RING;
+        w->n = j->ver.n;
+        st->items[i].ids = j->ver.ids;
+        st->items[i].n = j->ver.n;
+        st->vers[i] = &j->ver;
+        budget -= nd;
+        draft_budget -= nd;
+        st->n_ring++;
+    }
+    for (int i = 0; i < s->o.n_parallel && budget > 0; i++) {
+        zl_job *j = s->running[i];
+        if (!job_live(j) || j->n_fed >= j->n_prompt) continue;
+        int n = j->n_prompt - j->n_fed;
+        if (n > budget) n = budget;
+        step_work *w = &st->work[st->n_work++];
+        if (j->anchors || j->bounded) {
+            *w = (step_work){.job = j, .kind = WORK_SOLO, .n = n, .item = -1};
+        } else {
+            *w = (step_work){.job = j, .kind = WORK_PROMPT, .n = n, .item = st->n_items};
+            st->items[st->n_items] = (zl_batch_item){j->seq, j->prompt + j->n_fed, n};
+            st->vers[st->n_items++] = NULL;
+        }
+        budget -= n;
+    }
+    ZL_ASSERT(st->n_work <= s->o.n_parallel && budget >= 0);
 }
 
-/* The first token of a job whose prompt just completed (sampled like every
- * later one, ring or not).  Engine thread, no lock. */
-static zl_job_tok job_sample(zl_sched *s, zl_job *j, int nv) {
+/* ---- stage 2: forward ----
+ * One zl_batch_eval over the batch items, then each solo chunk on its own
+ * forward.  Sets every entry's rc (a batch error is every batch entry's) and
+ * advances n_fed by the prompt tokens fed.  Engine thread, no lock. */
+static void sched_forward(zl_sched *s) {
+    sched_step_buf *st = &s->st;
+    st->batch_ms = st->solo_ms = 0;
+    if (st->n_items) {
+        double t0 = zl_now_ms();
+        st->err.msg[0] = 0;
+        int rc = zl_batch_eval(s->llm, st->items, st->n_ring ? st->vers : NULL, st->n_items, &st->batch, &st->err);
+        st->batch_ms = zl_now_ms() - t0;
+        int n_tok = 0;
+        for (int i = 0; i < st->n_items; i++) n_tok += st->items[i].n;
+        if (s->o.on_step) s->o.on_step(s->o.on_step_ud, st->n_items, n_tok, st->batch_ms);
+        for (int k = 0; k < st->n_work; k++) {
+            step_work *w = &st->work[k];
+            if (w->kind == WORK_SOLO) continue;
+            w->rc = rc;
+            w->msg = st->err.msg;
+            if (rc) continue;
+            if (w->kind == WORK_PROMPT) w->job->n_fed += w->n;
+            else job_kv_note(w->job, 1);
+        }
+    }
+    for (int k = 0; k < st->n_work; k++) {
+        step_work *w = &st->work[k];
+        if (w->kind != WORK_SOLO) continue;
+        zl_job *j = w->job;
+        const uint8_t *mask = j->anchors ? j->anchors + j->n_fed : NULL;
+        double t0 = zl_now_ms();
+        w->rc = zl_seq_eval_anchored(j->seq, j->prompt + j->n_fed, mask, w->n, 0, NULL, &w->err);
+        double ms = zl_now_ms() - t0;
+        st->solo_ms += ms;
+        if (s->o.on_step) s->o.on_step(s->o.on_step_ud, 1, w->n, ms);
+        w->msg = w->err.msg;
+        if (w->rc) continue;
+        j->n_fed += w->n;
+        job_kv_note(j, 0);
+    }
+}
+
+/* The token after j's logits (plain decoding, or the first of a job whose
+ * prompt just completed), with its logprobs when the job asked. */
+static void job_sample(zl_sched *s, zl_job *j, zl_job_tok *t) {
     double ts = zl_now_ms();
     const float *lg = zl_seq_logits(j->seq);
-    zl_job_tok t = {0};
-    t.id = zl_seq_sample(j->seq);
-    if (j->n_top >= 0 && lg) job_logprobs(s, lg, nv, &t, j->n_top);
-    t.t_ms = zl_now_ms();
-    j->sample_new += t.t_ms - ts;
-    return t;
+    *t = (zl_job_tok){0};
+    t->id = zl_seq_sample(j->seq);
+    if (j->n_top >= 0 && lg) job_logprobs(lg, zl_llm_n_vocab(s->llm), t, j->n_top);
+    t->t_ms = zl_now_ms();
+    j->unflushed_sample_ms += t->t_ms - ts;
 }
 
-/* After the forward, a ring job's verification: accept / roll back its
- * drafts and choose the next token (the residual draw of a rejection, or a
- * sample after the last accepted position).  Writes the tokens to emit to
- * out and returns how many (accepted drafts + the next).  Engine thread, no
- * lock.  step_ms: the forward's wall time, 0 when it is not a fair measure
- * of this job's decode speed (prompt chunks rode along). */
+/* A ring job's verification: accept / roll back its drafts and choose the
+ * next token (the residual draw of a rejection, or a sample after the last
+ * accepted position).  Writes the tokens to emit to out and returns how many
+ * (accepted drafts + the next).  step_ms: the forward's wall time, 0 when it
+ * is not a fair measure of this job's decode speed (prompt chunks rode
+ * along). */
 static int job_ring_verify(zl_job *j, double step_ms, int32_t *out, int *acc_out) {
     double ts = zl_now_ms();
     int32_t next;
@@ -492,186 +633,140 @@ static int job_ring_verify(zl_job *j, double step_ms, int32_t *out, int *acc_out
     int acc = zl_spec_accept(j->seq, &j->ver, secs, out, &next);
     if (next < 0) next = zl_seq_sample(j->seq);
     out[acc] = next;
-    j->sample_new += zl_now_ms() - ts;
+    j->unflushed_sample_ms += zl_now_ms() - ts;
     j->ring_steps++;
-    zl_spec_stats st;
-    zl_seq_spec_stats(j->seq, &st);
-    j->dr_new += st.drafted >= j->seen_drafted ? st.drafted - j->seen_drafted : 0;
-    j->ac_new += st.accepted >= j->seen_accepted ? st.accepted - j->seen_accepted : 0;
-    j->seen_drafted = st.drafted;
-    j->seen_accepted = st.accepted;
+    zl_spec_stats ss;
+    zl_seq_spec_stats(j->seq, &ss);
+    j->unflushed_drafted += ss.drafted >= j->seen_drafted ? ss.drafted - j->seen_drafted : 0;
+    j->unflushed_accepted += ss.accepted >= j->seen_accepted ? ss.accepted - j->seen_accepted : 0;
+    j->seen_drafted = ss.drafted;
+    j->seen_accepted = ss.accepted;
     *acc_out = acc;
     return acc + 1;
 }
 
-static void sched_step(zl_sched *s, zl_batch_item *items, zl_verify **vers, zl_job **owners, int *n_need) {
-    zl_llm *llm = s->llm;
-    int nv = zl_llm_n_vocab(llm);
-    int n_items = 0, budget = s->o.step_tokens, n_work = 0, n_ring = 0;
-    /* decode tokens first: every generating sequence advances each step */
-    for (int i = 0; i < s->o.n_parallel; i++) {
-        zl_job *j = s->running[i];
-        if (!j || j->finish || !j->seq || j->pending < 0) continue;
-        items[n_items] = (zl_batch_item){j->seq, &j->pending, 1};
-        vers[n_items] = NULL;
-        owners[n_items++] = j;
-        budget--;
-    }
-    int n_decode = n_items;
-    /* ring sequences draft after their pending token; the drafts ride in the
-     * same forward and are verified per sequence after it.  While a prompt
-     * waits, drafts take at most half of the budget left, so prefill always
-     * advances. */
-    int prefilling = 0;
-    for (int i = 0; i < s->o.n_parallel && !prefilling; i++) {
-        zl_job *j = s->running[i];
-        prefilling = j && !j->finish && j->seq && j->n_fed < j->n_prompt;
-    }
-    int draft_budget = prefilling ? budget / 2 : budget;
-    for (int i = 0; i < n_decode; i++) {
-        zl_job *j = owners[i];
-        if (!j->ring_on) continue;
-        int max = draft_budget;
-        if (j->max_tokens > 0 && j->max_tokens - j->n_toks - 1 < max) max = j->max_tokens - j->n_toks - 1;
-        double t0 = zl_now_ms();
-        int nd = zl_spec_draft(j->seq, j->pending, max, &j->ver);
-        j->draft_ms = zl_now_ms() - t0;
-        items[i].ids = j->ver.ids;
-        items[i].n = j->ver.n;
-        vers[i] = &j->ver;
-        budget -= nd;
-        draft_budget -= nd;
-        n_ring++;
-    }
-    /* then prompt chunks, oldest admission first, within the budget; anchored
-     * or bounded prompts run on their own forward after the batch */
-    zl_job *solo[ZL_SCHED_MAX_SOLO];
-    int solo_n[ZL_SCHED_MAX_SOLO], n_solo = 0;
-    for (int i = 0; i < s->o.n_parallel; i++) {
-        zl_job *j = s->running[i];
-        if (!j || j->finish || !j->seq || j->n_fed >= j->n_prompt) continue;
-        if (budget <= 0) break;
-        int n = j->n_prompt - j->n_fed;
-        if (n > budget) n = budget;
-        if (j->anchors || j->bounded) {
-            if (n_solo == ZL_SCHED_MAX_SOLO) continue;
-            solo[n_solo] = j;
-            solo_n[n_solo++] = n;
-        } else {
-            items[n_items] = (zl_batch_item){j->seq, j->prompt + j->n_fed, n};
-            vers[n_items] = NULL;
-            owners[n_items++] = j;
+/* ---- stage 3: sample ----
+ * The one place tokens are chosen: for every entry fed without error, the
+ * next token of a decoding job, the verification of a ring job, the first
+ * token of a job whose prompt completed (none for prefill-only jobs).
+ * Engine thread, no lock; nothing is published yet. */
+static void sched_sample(zl_sched *s) {
+    sched_step_buf *st = &s->st;
+    /* the step time measures decode speed only when no prompt chunk rode along */
+    double step_ms = st->n_items == st->n_decode ? st->batch_ms : 0;
+    for (int k = 0; k < st->n_work; k++) {
+        step_work *w = &st->work[k];
+        zl_job *j = w->job;
+        w->n_out = w->n_acc = 0;
+        if (w->rc) continue;
+        if (w->kind == WORK_RING) {
+            w->n_out = job_ring_verify(j, step_ms, w->ring, &w->n_acc);
+            continue;
         }
-        budget -= n;
+        if ((w->kind == WORK_PROMPT || w->kind == WORK_SOLO) && (j->n_fed < j->n_prompt || j->prefill_only)) continue;
+        job_sample(s, j, &w->tok);
+        w->n_out = 1;
     }
-    n_work = n_items + n_solo;
-    if (n_items) {
-        double t0 = zl_now_ms();
-        zl_err err = {0};
-        int rc = n_ring ? zl_spec_eval_batch(llm, items, vers, n_items, &err) : zl_llm_eval_batch(llm, items, n_items, &err);
-        double t1 = zl_now_ms();
-        int n_tok = 0;
-        for (int i = 0; i < n_items; i++) n_tok += items[i].n;
-        if (s->o.on_step) s->o.on_step(s->o.on_step_ud, n_items, n_tok, t1 - t0);
-        /* the step time measures decode speed only when no prompt chunk rode along */
-        double step_ms = n_items == n_decode ? t1 - t0 : 0;
-
-        /* sample / verify outside the lock: only this thread touches the sequences */
-        zl_job_tok *outs = malloc((size_t)n_items * sizeof *outs);
-        int *n_out = calloc((size_t)n_items, sizeof *n_out);
-        int *n_acc = calloc((size_t)n_items, sizeof *n_acc);
-        int32_t (*ring_out)[ZL_JOB_RING_OUT] = n_ring ? malloc((size_t)n_items * sizeof *ring_out) : NULL;
-        int oom = !outs || !n_out || !n_acc || (n_ring && !ring_out);
-        for (int i = 0; !rc && !oom && i < n_items; i++) {
-            zl_job *j = owners[i];
-            if (i >= n_decode) {
-                j->n_fed += items[i].n;
-                ZL_ASSERT(j->n_fed <= j->n_prompt);
-                if (j->n_fed < j->n_prompt || j->prefill_only) continue;
-                outs[i] = job_sample(s, j, nv);
-                n_out[i] = 1;
-                continue;
-            }
-            job_kv_note(j, 1);
-            if (vers[i]) {
-                n_out[i] = job_ring_verify(j, step_ms, ring_out[i], &n_acc[i]);
-                continue;
-            }
-            outs[i] = job_sample(s, j, nv);
-            n_out[i] = 1;
-        }
-        int *trim = NULL; /* per item: tokens to keep after a finish inside a ring step, 0 = none */
-        if (n_ring && !rc && !oom) trim = calloc((size_t)n_items, sizeof *trim);
-        pthread_mutex_lock(&s->mu);
-        for (int i = 0; i < n_items; i++) {
-            zl_job *j = owners[i];
-            if (rc || oom) {
-                snprintf(j->times.error, sizeof j->times.error, "%s", rc ? err.msg : "out of memory");
-                job_finish(s, j, ZL_FINISH_ERROR);
-                continue;
-            }
-            job_flush(s, j);
-            if (!n_out[i]) {
-                if (j->prefill_only && j->n_fed >= j->n_prompt) job_finish(s, j, ZL_FINISH_LENGTH);
-                continue;
-            }
-            if (!vers[i]) {
-                if (!j->times.t_first) j->times.t_first = outs[i].t_ms;
-                job_push(j, &outs[i]);
-                j->pending = outs[i].id;
-                job_check_end(s, j, outs[i].id, 0);
-                continue;
-            }
-            /* ring: the accepted drafts (already fed), then the next token (pending) */
-            double now = zl_now_ms();
-            int acc = n_acc[i], f = 0;
-            for (; f < n_out[i] && !j->finish; f++) {
-                zl_job_tok t = {0};
-                t.id = ring_out[i][f];
-                t.t_ms = now;
-                if (!j->times.t_first) j->times.t_first = now;
-                job_push(j, &t);
-                job_check_end(s, j, t.id, f < acc ? acc - f : 0);
-            }
-            j->pending = ring_out[i][acc];
-            /* finished on an accepted draft: keep what plain decoding would have fed */
-            if (j->finish && f <= acc && trim) trim[i] = j->ver.tok0 + f;
-        }
-        s->steps++;
-        s->forward_ms += t1 - t0;
-        pthread_mutex_unlock(&s->mu);
-        for (int i = 0; trim && i < n_items; i++)
-            if (trim[i]) zl_seq_truncate(owners[i]->seq, trim[i]);
-        free(trim);
-        free(outs);
-        free(n_out);
-        free(n_acc);
-        free(ring_out);
-    }
-    /* anchored / bounded prompt chunks; a job whose prompt completes here
-     * samples its first token like the batch path */
-    for (int k = 0; k < n_solo; k++) {
-        zl_job *j = solo[k];
-        if (job_prefill_solo(s, j, solo_n[k]) < 0 || j->n_fed < j->n_prompt || j->prefill_only) continue;
-        zl_job_tok t = job_sample(s, j, nv);
-        pthread_mutex_lock(&s->mu);
-        if (!j->times.t_first) j->times.t_first = t.t_ms;
-        job_flush(s, j);
-        job_push(j, &t);
-        j->pending = t.id;
-        job_check_end(s, j, t.id, 0);
-        pthread_mutex_unlock(&s->mu);
-    }
-    if (!n_items && n_work) {
-        pthread_mutex_lock(&s->mu);
-        s->steps++;
-        pthread_mutex_unlock(&s->mu);
-    }
-    *n_need = n_work;
 }
 
-/* Apply the job's ring and KV controls to its fresh (or reused) sequence.
- * Engine thread, no lock.  Returns 0 or an error code with err set. */
+/* ---- stage 4: commit ----
+ * Under s->mu: publish the step.  An entry whose forward failed ends its job
+ * with the error; the others flush their tallies, push their tokens (a push
+ * that cannot grow the job's array ends the job with ENOMEM) and run the
+ * finish checks.  A job that finished inside a ring step on an accepted
+ * draft records how many tokens its sequence keeps (w->trim), applied by
+ * sched_trim after the lock: what plain decoding would have fed. */
+static void sched_commit(zl_sched *s) {
+    sched_step_buf *st = &s->st;
+    for (int k = 0; k < st->n_work; k++) {
+        step_work *w = &st->work[k];
+        zl_job *j = w->job;
+        w->trim = 0;
+        job_flush(s, j);
+        if (w->rc) {
+            job_fail(s, j, w->rc, w->msg && *w->msg ? w->msg : "evaluation failed");
+            continue;
+        }
+        if (!w->n_out) {
+            if (j->prefill_only && j->n_fed >= j->n_prompt) job_finish(s, j, ZL_FINISH_LENGTH);
+            continue;
+        }
+        if (w->kind != WORK_RING) {
+            if (job_push(s, j, &w->tok)) continue;
+            j->pending = w->tok.id;
+            job_check_end(s, j, w->tok.id, 0);
+            continue;
+        }
+        /* ring: the accepted drafts (already fed), then the next token (pending) */
+        double now = zl_now_ms();
+        int acc = w->n_acc, pushed = 0;
+        for (; pushed < w->n_out && !j->finish; pushed++) {
+            zl_job_tok t = {.id = w->ring[pushed], .t_ms = now};
+            if (job_push(s, j, &t)) break;
+            job_check_end(s, j, t.id, pushed < acc ? acc - pushed : 0);
+        }
+        j->pending = w->ring[acc];
+        if (j->finish && pushed <= acc) w->trim = j->ver.tok0 + pushed;
+    }
+    if (st->n_work) s->steps++;
+    s->forward_ms += st->batch_ms + st->solo_ms;
+}
+
+/* After sched_commit, without the lock: cut the sequences of jobs that
+ * finished inside a ring step back to what they emitted. */
+static void sched_trim(zl_sched *s) {
+    for (int k = 0; k < s->st.n_work; k++)
+        if (s->st.work[k].trim) zl_seq_truncate(s->st.work[k].job->seq, s->st.work[k].trim);
+}
+
+#if ZL_ASSERTS
+/* Under s->mu, after each commit: what must hold between steps.
+ *  - the counters match the lists; a queued job has no sequence and no end;
+ *  - a job holds one slot, a sequence belongs to one job (sequence ownership);
+ *  - a live job's sequence holds exactly its fed prompt tokens and every
+ *    token it emitted but the pending one (token ownership), within its
+ *    context (KV bounds). */
+static void sched_check_invariants(const zl_sched *s) {
+    int running = 0, queued = 0;
+    for (int i = 0; i < s->o.n_parallel; i++) {
+        const zl_job *j = s->running[i];
+        if (!j) continue;
+        running++;
+        for (int k = 0; k < i; k++)
+            ZL_ASSERT(s->running[k] != j && (!j->seq || !s->running[k] || s->running[k]->seq != j->seq));
+        ZL_ASSERT(j->n_fed >= 0 && j->n_fed <= j->n_prompt);
+        if (!job_live(j)) continue;
+        ZL_ASSERT(zl_seq_n_cached(j->seq) <= zl_seq_n_ctx(j->seq));
+        ZL_ASSERT(j->n_toks == 0 || (j->n_fed == j->n_prompt && j->pending >= 0));
+        ZL_ASSERT(zl_seq_n_past(j->seq) == j->n_fed + (j->n_toks ? j->n_toks - 1 : 0));
+    }
+    ZL_ASSERT(running == s->n_running);
+    for (const zl_job *j = s->q_head; j; j = j->next) {
+        queued++;
+        ZL_ASSERT(!j->finish && !j->seq && j->n_fed == 0);
+        ZL_ASSERT(j->next || s->q_tail == j);
+    }
+    ZL_ASSERT(queued == s->n_waiting);
+}
+#else
+#define sched_check_invariants(s) ((void)0)
+#endif
+
+/* One engine step over the running jobs: plan -> forward -> sample ->
+ * commit.  Returns how many jobs took part (0: nothing to do). */
+static int sched_step(zl_sched *s) {
+    sched_plan(s);
+    if (!s->st.n_work) return 0;
+    sched_forward(s);
+    sched_sample(s);
+    pthread_mutex_lock(&s->mu);
+    sched_commit(s);
+    sched_check_invariants(s);
+    pthread_mutex_unlock(&s->mu);
+    sched_trim(s);
+    return s->st.n_work;
+}
+
 static int job_arm(zl_sched *s, zl_job *j, zl_err *err) {
     const zl_job_ctl *c = j->has_ctl ? &j->ctl : &s->o.ctl;
     int n_ctx = zl_seq_n_ctx(j->seq);
@@ -679,10 +774,10 @@ static int job_arm(zl_sched *s, zl_job *j, zl_err *err) {
         /* reused KV carries no anchor marks: evaluate the whole prompt */
         zl_seq_truncate(j->seq, 0);
         j->n_fed = 0;
-        j->times.n_cached = 0;
+        j->report.n_cached = 0;
     }
     int budget = zl_job_ctl_budget(c, n_ctx);
-    int rc = zl_seq_set_kv_policy(j->seq, c->kv_policy, budget, err);
+    int rc = zl_seq_set_kv_slicing(j->seq, c->kv_policy, budget, c->kv_window, err);
     if (rc) return rc;
     j->bounded = c->kv_policy != ZL_KV_POLICY_FULL;
     j->ring_on = c->spec != ZL_SPEC_OFF && j->n_top < 0 && !j->prefill_only && !j->con.mask;
@@ -701,30 +796,66 @@ static int job_arm(zl_sched *s, zl_job *j, zl_err *err) {
     j->seen_accepted = st.accepted;
     if (j->bounded && j->max_tokens <= 0) j->max_tokens = n_ctx; /* a bounded sequence never fills up */
     pthread_mutex_lock(&s->mu);
-    j->times.ring_on = j->ring_on;
-    j->times.kv_policy = (int)c->kv_policy;
-    j->times.kv_budget = j->bounded ? ks.budget : 0;
+    j->report.ring_on = j->ring_on;
+    j->report.kv_policy = (int)c->kv_policy;
+    j->report.kv_budget = j->bounded ? ks.budget : 0;
     pthread_mutex_unlock(&s->mu);
     return 0;
+}
+
+/* Give an admitted job its sequence (from its acquire hook or new) and arm
+ * its controls.  A job that cannot start ends with the error (a failure to
+ * allocate is ZL_ENOMEM: zl_job_report.retryable).  Engine thread, no lock. */
+static void job_start(zl_sched *s, zl_job *j) {
+    double t0 = zl_now_ms();
+    zl_seq_opts so = {.n_ctx = s->o.n_ctx, .kv_type = ZL_KV_F16, .sampling = j->sampling};
+    zl_err err = {0};
+    int rc, reused = 0;
+    ZL_ASSERT(!j->seq); /* a sequence belongs to one job: this one gets its own */
+    if (j->hooks.acquire) {
+        rc = j->hooks.acquire(j->hooks.ud, s->llm, &so, j->prompt, j->n_prompt, &j->seq, &reused, err.msg,
+                              sizeof err.msg);
+        if (!rc && (reused < 0 || reused >= j->n_prompt)) reused = 0;
+        j->n_fed = reused;
+        j->report.n_cached = reused;
+    } else {
+        rc = zl_seq_new(&j->seq, s->llm, &so, &err);
+    }
+    if (!rc && !j->seq) rc = zl_errf(&err, ZL_EINVAL, "no sequence for the job");
+    if (!rc) rc = job_arm(s, j, &err);
+    /* token ownership: the sequence holds exactly the prompt tokens counted as fed */
+    ZL_ASSERT(rc || zl_seq_n_past(j->seq) == j->n_fed);
+    j->report.kv_ms += zl_now_ms() - t0;
+    const char *why = rc                                                  ? (*err.msg ? err.msg : "cannot start the job")
+                      : j->n_prompt <= 0                                  ? "empty prompt"
+                      : !j->bounded && j->n_prompt >= s->o.n_ctx          ? "prompt does not fit in the context"
+                                                                          : NULL;
+    if (!why) return;
+    pthread_mutex_lock(&s->mu);
+    job_fail(s, j, rc ? rc : ZL_ERANGE, why);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Hand a reaped job's sequence back (its release hook, or freed: the KV is
+ * zeroed) and drop the scheduler's reference.  Engine thread, no lock. */
+static void job_retire(zl_job *j) {
+    ZL_ASSERT(j->finish); /* finished -> reaped */
+    if (j->seq) zl_sampler_set_constraint(j->seq->sampler, NULL); /* the sequence may serve another job */
+    if (j->hooks.release && j->seq) j->hooks.release(j->hooks.ud, j->seq, j->finish);
+    else zl_seq_free(j->seq);
+    j->seq = NULL;
+    job_unref(j);
 }
 
 static void *sched_main(void *arg) {
     zl_sched *s = arg;
     int np = s->o.n_parallel;
-    zl_job **admitted = calloc((size_t)np, sizeof *admitted);
-    zl_job **dead = calloc((size_t)np, sizeof *dead);
-    zl_job **owners = calloc((size_t)np, sizeof *owners);
-    zl_batch_item *items = calloc((size_t)np, sizeof *items);
-    zl_verify **vers = calloc((size_t)np, sizeof *vers);
-    if (!admitted || !dead || !owners || !items || !vers) {
-        fprintf(stderr, "zerolayer: engine thread: out of memory\n");
-        return NULL;
-    }
+    sched_step_buf *st = &s->st;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         int n_adm = 0;
-        sched_admit(s, admitted, &n_adm);
-        int n_dead = sched_reap(s, dead);
+        sched_admit(s, st->admitted, &n_adm);
+        int n_dead = sched_reap(s, st->dead);
         if (s->stop && !s->n_running && !n_dead) break;
         zl_task *task = s->t_head;
         if (!s->n_running && !n_adm && !n_dead && !task) {
@@ -735,43 +866,10 @@ static void *sched_main(void *arg) {
         pthread_mutex_unlock(&s->mu);
         double t_work = zl_now_ms();
         /* free the KV now: a finished job may still be read for a while */
-        for (int i = 0; i < n_dead; i++) {
-            if (dead[i]->seq) zl_sampler_set_constraint(dead[i]->seq->sampler, NULL);
-            if (dead[i]->hooks.release && dead[i]->seq) dead[i]->hooks.release(dead[i]->hooks.ud, dead[i]->seq, dead[i]->finish);
-            else zl_seq_free(dead[i]->seq);
-            dead[i]->seq = NULL;
-            job_unref(dead[i]);
-        }
-        for (int i = 0; i < n_adm; i++) {
-            zl_job *j = admitted[i];
-            double t0 = zl_now_ms();
-            zl_seq_opts so = {.n_ctx = s->o.n_ctx, .kv_type = ZL_KV_F16, .sampling = j->sampling};
-            zl_err err = {0};
-            int rc, reused = 0;
-            if (j->hooks.acquire) {
-                rc = j->hooks.acquire(j->hooks.ud, s->llm, &so, j->prompt, j->n_prompt, &j->seq, &reused, err.msg,
-                                      sizeof err.msg);
-                if (!rc && (reused < 0 || reused >= j->n_prompt)) reused = 0;
-                j->n_fed = reused;
-                j->times.n_cached = reused;
-            } else {
-                rc = zl_seq_new(&j->seq, s->llm, &so, &err);
-            }
-            if (!rc) rc = job_arm(s, j, &err);
-            /* token ownership: the sequence holds exactly the prompt tokens counted as fed */
-            ZL_ASSERT(rc || zl_seq_n_past(j->seq) == j->n_fed);
-            j->times.kv_ms += zl_now_ms() - t0;
-            if (rc || j->n_prompt <= 0 || (!j->bounded && j->n_prompt >= s->o.n_ctx)) {
-                pthread_mutex_lock(&s->mu);
-                snprintf(j->times.error, sizeof j->times.error, "%s",
-                         rc ? err.msg : "prompt does not fit in the context");
-                job_finish(s, j, ZL_FINISH_ERROR);
-                pthread_mutex_unlock(&s->mu);
-            }
-        }
-        int n_need = 0;
-        sched_step(s, items, vers, owners, &n_need);
-        if (n_need && s->o.debug_step_ms > 0) usleep((useconds_t)s->o.debug_step_ms * 1000);
+        for (int i = 0; i < n_dead; i++) job_retire(st->dead[i]);
+        for (int i = 0; i < n_adm; i++) job_start(s, st->admitted[i]);
+        int n_stepped = sched_step(s);
+        if (n_stepped && s->o.debug_step_ms > 0) usleep((useconds_t)s->o.debug_step_ms * 1000);
         /* one step of the oldest caller's task, between two batched steps */
         int task_rc = task ? task->step(task->ud) : 0;
         pthread_mutex_lock(&s->mu);
@@ -803,12 +901,32 @@ static void *sched_main(void *arg) {
     s->n_waiting = 0;
     sched_notify(s);
     pthread_mutex_unlock(&s->mu);
-    free(admitted);
-    free(dead);
-    free(owners);
-    free(items);
-    free(vers);
     return NULL;
+}
+
+static void sched_buf_free(sched_step_buf *st) {
+    free(st->work);
+    free(st->items);
+    free(st->vers);
+    free(st->admitted);
+    free(st->dead);
+    zl_batch_buf_free(&st->batch);
+}
+
+/* Every buffer the engine thread needs, for n_parallel jobs and step_tokens
+ * tokens: a step never allocates (but for more verify rows than any step
+ * before, in zl_batch_eval).  Returns 0 or ZL_ENOMEM. */
+static int sched_buf_new(sched_step_buf *st, int n_parallel, int step_tokens, int n_vocab) {
+    size_t np = (size_t)n_parallel;
+    st->work = calloc(np, sizeof *st->work);
+    st->items = calloc(np, sizeof *st->items);
+    st->vers = calloc(np, sizeof *st->vers);
+    st->admitted = calloc(np, sizeof *st->admitted);
+    st->dead = calloc(np, sizeof *st->dead);
+    if (!st->work || !st->items || !st->vers || !st->admitted || !st->dead ||
+        zl_batch_buf_reserve(&st->batch, n_vocab, step_tokens, n_parallel, n_parallel))
+        return ZL_ENOMEM;
+    return 0;
 }
 
 int zl_sched_new(zl_sched **out, zl_llm *llm, const zl_sched_opts *opts, zl_err *err) {
@@ -822,11 +940,20 @@ int zl_sched_new(zl_sched **out, zl_llm *llm, const zl_sched_opts *opts, zl_err 
     if (s->o.n_ctx <= 0) s->o.n_ctx = zl_llm_n_ctx_train(llm);
     if (s->o.step_tokens < s->o.n_parallel) s->o.step_tokens = s->o.n_parallel + 256;
     s->running = calloc((size_t)s->o.n_parallel, sizeof *s->running);
-    if (!s->running) { free(s); return zl_errf(err, ZL_ENOMEM, "out of memory"); }
+    if (!s->running || sched_buf_new(&s->st, s->o.n_parallel, s->o.step_tokens, zl_llm_n_vocab(llm))) {
+        sched_buf_free(&s->st);
+        free(s->running);
+        free(s);
+        return zl_errf(err, ZL_ENOMEM, "out of memory for a scheduler of %d sequences", opts->n_parallel);
+    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->out_cv, NULL);
     if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->work_cv);
+        pthread_cond_destroy(&s->out_cv);
+        sched_buf_free(&s->st);
         free(s->running);
         free(s);
         return zl_errf(err, ZL_ENOMEM, "cannot start the engine thread");
@@ -851,7 +978,7 @@ void zl_sched_free(zl_sched *s) {
     pthread_cond_destroy(&s->work_cv);
     pthread_cond_destroy(&s->out_cv);
     free(s->running);
-    free(s->lp_scratch);
+    sched_buf_free(&s->st);
     free(s);
 }
 

@@ -4,13 +4,18 @@
  * Callers (the HTTP server, a bench) create a zl_job with the prompt tokens
  * and sampling options, submit it, and read the generated tokens back as
  * they appear.  Each engine step admits waiting jobs up to n_parallel
- * running sequences, then runs ONE zl_llm_eval_batch holding one decode token
- * for every generating sequence plus prompt chunks of the sequences still
- * prefilling (bounded by step_tokens, so a long prompt never stalls the
- * streams that are already running), then samples one token for every
- * sequence whose prompt is complete.  A sequence with the verification ring
- * on contributes its next token plus up to `ring` drafted tokens to that same
- * forward and accepts / rolls back its drafts after it (engine/spec.h).
+ * running sequences and then runs four stages (sched.c):
+ *   plan     which jobs take part and with how many tokens: one decode token
+ *            for every generating sequence (plus up to `ring` drafted tokens
+ *            when the verification ring is on, engine/spec.h), then prompt
+ *            chunks of the sequences still prefilling, bounded by step_tokens
+ *            so a long prompt never stalls the streams already running;
+ *   forward  ONE batched forward over all of them (engine/batch.h; anchored or
+ *            bounded prompt chunks on forwards of their own);
+ *   sample   the next token of every sequence whose prompt is complete, or
+ *            the verification of its drafts;
+ *   commit   under the lock: publish the tokens, finish jobs, record errors.
+ * Every buffer of a step is allocated when the scheduler is created.
  *
  * Cancellation: zl_job_cancel sets a flag the engine reads at the start of
  * each step; the sequence is freed (its KV zeroed) in that step.
@@ -62,6 +67,8 @@ typedef struct zl_job_ctl {
     zl_kv_policy_kind kv_policy; /* full | window | anchor */
     int kv_budget;               /* tokens kept under a bounded policy (0: kv_frac of n_ctx, or n_ctx) */
     float kv_frac;               /* budget as a fraction of n_ctx when kv_budget is 0 (0: whole context) */
+    int kv_window;               /* anchor policy: recent tokens kept per layer, the rest of the budget going
+                                  * to heavy hitters (attention-scored); 0: the whole budget is recent */
 } zl_job_ctl;
 /* Smallest budget a bounded policy accepts: 4 sinks + 2 x 32 recent tokens. */
 #define ZL_KV_BUDGET_MIN 68
@@ -165,7 +172,11 @@ const zl_job_ctl *zl_sched_ctl(const zl_sched *s);
 void zl_job_set_constraint(zl_job *j, const zl_sampler_constraint *c, void (*free_ud)(void *));
 /* Release the caller's reference (cancels the job if it is still going). */
 void zl_job_release(zl_job *j);
-/* Returns 0, or ZL_ERANGE when the queue is full (the job is not taken). */
+/* Returns 0; ZL_ERANGE when the queue is full (the job is not taken: retry
+ * later); ZL_EINVAL once the scheduler is stopping or stopped (no job will
+ * run again).  A submitted job always finishes: the engine thread never
+ * exits before zl_sched_stop, and a failure ends only the jobs it affects
+ * (finish ERROR, zl_job_report.error). */
 int zl_sched_submit(zl_sched *s, zl_job *j);
 void zl_job_cancel(zl_job *j);
 
@@ -183,7 +194,9 @@ void zl_sched_wait_since(zl_sched *s, unsigned long long seen, int timeout_ms);
  * (ZL_FINISH_NONE while running) once every token has been read. */
 int zl_job_read(zl_sched *s, zl_job *j, int from, zl_job_tok *dst, int cap, zl_finish *finished);
 
-typedef struct zl_job_times {
+/* What a job did: its timeline, the counters of its decoding, and how it
+ * failed (finish ERROR).  A snapshot, taken under the scheduler's lock. */
+typedef struct zl_job_report {
     double t_submit, t_admit, t_first, t_done; /* ms on the zl_now_ms clock; 0 if not reached */
     double kv_ms, sample_ms;                   /* sequence setup, sampling */
     int n_prompt, n_cached, n_generated;
@@ -192,8 +205,13 @@ typedef struct zl_job_times {
     unsigned long long ring_steps, ring_drafted, ring_accepted, kv_evicted;
     double kv_read_bytes; /* summed over decode forwards: cached tokens x K+V bytes per token */
     int kv_read_steps;
+    /* finish ERROR: the zl_err code and its one-line message.  retryable: the
+     * failure was transient (out of memory) and the job produced no token, so
+     * the same request may succeed later (HTTP 503 + Retry-After); any other
+     * failure is the server's (500) */
+    int error_code, retryable;
     char error[256];
-} zl_job_times;
-void zl_job_get_times(zl_sched *s, zl_job *j, zl_job_times *t);
+} zl_job_report;
+void zl_job_get_report(zl_sched *s, zl_job *j, zl_job_report *r);
 
 #endif

@@ -10,8 +10,8 @@
  * so the output distribution is exactly the target's.  Rejected positions
  * are rolled back in the KV cache and the penalty history.
  *
- * The step is split into draft / batched verify / accept (spec.h) so the
- * scheduler can verify many sequences' drafts inside its one batched
+ * The step is split into draft / batched verify (batch.h) / accept (spec.h)
+ * so the scheduler can verify many sequences' drafts inside its one batched
  * forward; zl_seq_step chains the three for a single sequence. */
 #include <stdlib.h>
 #include <string.h>
@@ -258,10 +258,7 @@ int zl_spec_draft(zl_seq *s, int32_t t0, int max_draft, zl_verify *v) {
     return nd;
 }
 
-/* The part of the forward a verification of ids (at the end of s) needs:
- * when s's drafter already ran the first layers over exactly these tokens,
- * the layers after them (counted in s->resumed), else NULL: all of them. */
-static const zl_fwd_part *verify_part(zl_seq *s, const int32_t *ids, int n, zl_fwd_part *part) {
+const zl_fwd_part *zl_spec_verify_part(zl_seq *s, const int32_t *ids, int n, zl_fwd_part *part) {
     int layer = 0;
     const float *x = s->drafter && s->drafter->resume ? s->drafter->resume(s->drafter, ids, n, s->kv->n_used, &layer)
                                                       : NULL;
@@ -269,71 +266,6 @@ static const zl_fwd_part *verify_part(zl_seq *s, const int32_t *ids, int n, zl_f
     *part = (zl_fwd_part){layer, s->llm->model->hp.n_layers, x, NULL, 0};
     s->resumed++;
     return part;
-}
-
-int zl_spec_eval_batch(zl_llm *llm, const zl_batch_item *items, zl_verify *const *ver, int n_items, zl_err *err) {
-    if (n_items <= 0) return zl_errf(err, ZL_EINVAL, "empty batch");
-    const zl_model *m = llm->model;
-    int nv = m->hp.n_vocab, total = 0, rows = 0;
-    for (int i = 0; i < n_items; i++) {
-        const zl_seq *s = items[i].seq;
-        int all = ver && ver[i] && ver[i]->n > 1;
-        if (!s || s->llm != llm || items[i].n <= 0 || (all && (items[i].ids != ver[i]->ids || items[i].n != ver[i]->n
-                                                                 || !s->vlogits)))
-            return zl_errf(err, ZL_EINVAL, "batch item %d is invalid", i);
-        for (int j = 0; j < i; j++)
-            if (items[j].seq == s) return zl_errf(err, ZL_EINVAL, "sequence appears twice in one batch");
-        if (s->kv->policy.kind == ZL_KVP_FULL && s->kv->n_used + items[i].n > s->kv->n_ctx)
-            return zl_errf(err, ZL_ERANGE, "batch item %d: %d tokens do not fit: %d of the %d-token context are used",
-                           i, items[i].n, s->kv->n_used, s->kv->n_ctx);
-        for (int j = 0; j < items[i].n; j++)
-            if (items[i].ids[j] < 0 || items[i].ids[j] >= nv)
-                return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", items[i].ids[j], nv);
-        total += items[i].n;
-        rows += all ? items[i].n : 1;
-    }
-    if (!llm->batch_fwd && !(llm->batch_fwd = zl_fwd_new())) return zl_errf(err, ZL_ENOMEM, "out of memory");
-    zl_batch_tok *toks = malloc((size_t)total * sizeof *toks);
-    zl_kv **kvs = malloc((size_t)n_items * sizeof *kvs);
-    float *logits = malloc((size_t)rows * nv * sizeof *logits);
-    int rc = 0;
-    if (!toks || !kvs || !logits) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
-    for (int i = 0; !rc && i < n_items; i++) rc = zl_kv_make_room(items[i].seq->kv, items[i].n, err);
-    for (int i = 0, t = 0; !rc && i < n_items; i++) {
-        int all = ver && ver[i] && ver[i]->n > 1;
-        kvs[i] = items[i].seq->kv;
-        for (int j = 0; j < items[i].n; j++, t++)
-            toks[t] = (zl_batch_tok){items[i].ids[j], kvs[i]->n_used + j, i, all || j == items[i].n - 1};
-    }
-    /* a lone sequence whose drafter ran our first layers resumes after them
-     * (in a mixed batch every token runs every layer: still exact) */
-    /* a lone ring sequence may resume after its self-draft's layers; in a
-     * mixed batch every token runs every layer (the same result) */
-    zl_fwd_part part;
-    const zl_fwd_part *pp =
-        !rc && n_items == 1 && ver && ver[0] && ver[0]->n > 1 ? verify_part(items[0].seq, items[0].ids, items[0].n, &part)
-                                                              : NULL;
-    if (!rc) rc = zl_forward_part(m, kvs, toks, total, pp, logits, llm->batch_fwd, llm->pool, err);
-    for (int i = 0, t = 0; !rc && i < n_items; t += items[i].n, i++) zl_kv_note_written(kvs[i], toks[t].pos, items[i].n);
-    const float *row = logits;
-    for (int i = 0; !rc && i < n_items; i++) {
-        zl_seq *s = items[i].seq;
-        int all = ver && ver[i] && ver[i]->n > 1;
-        if (all) {
-            memcpy(s->vlogits, row, (size_t)items[i].n * nv * sizeof(float));
-            row += (size_t)(items[i].n - 1) * nv;
-        }
-        memcpy(s->logits, row, (size_t)nv * sizeof(float));
-        row += nv;
-        for (int j = 0; j < items[i].n; j++) zl_sampler_accept(s->sampler, items[i].ids[j]);
-        s->has_logits = 1;
-        s->pending = -1;
-        if (zl_seq_track(s, items[i].ids, items[i].n)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
-    }
-    free(toks);
-    free(kvs);
-    free(logits);
-    return rc;
 }
 
 int zl_spec_accept(zl_seq *s, const zl_verify *v, double seconds, int32_t *out, int32_t *next) {
@@ -426,7 +358,7 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     zl_verify v;
     int nd = zl_spec_draft(s, t0, max_out - 1, &v);
     zl_fwd_part part;
-    const zl_fwd_part *pp = nd ? verify_part(s, v.ids, v.n, &part) : NULL;
+    const zl_fwd_part *pp = nd ? zl_spec_verify_part(s, v.ids, v.n, &part) : NULL;
     if (zl_seq_eval_part(s, v.ids, NULL, v.n, v.n, pp, nd ? s->vlogits : NULL, err)) return -1;
     int32_t next;
     int acc = zl_spec_accept(s, &v, zl_now_s() - t_start, out + 1, &next);
@@ -451,6 +383,7 @@ int zl_llm_open_truncated(zl_llm **out, zl_llm *llm, int n_layers, zl_err *err) 
     *d = *llm;
     d->model = m;
     d->batch_fwd = NULL;
+    d->batch_buf = (zl_batch_buf){0};
     d->borrowed = 1;
     snprintf(d->desc, sizeof d->desc, "first %d layers of %s", n_layers, llm->desc);
     *out = d;

@@ -4,19 +4,21 @@
  * tokens and prompt chunks:
  *
  *   zl_spec_draft       t0 (the token about to be fed) + up to k drafts
- *   zl_spec_eval_batch  one forward over every item; ring items get the
- *                       logits of every position, the others of the last
+ *   zl_batch_eval       one forward over every item (batch.h); ring items
+ *                       get the logits of every position, the others of the last
  *   zl_spec_accept      accept the agreeing prefix (greedy: argmax;
  *                       sampling: rejection sampling), roll back the rest
  *
  * zl_seq_step (zerolayer.h) is these three for one sequence.  Not part of
- * the public API: the scheduler uses it, and `serve` the verify-cost pieces. */
+ * the public API: only the scheduler uses it (the verify-cost pieces the CLI
+ * needs are in zerolayer.h). */
 #ifndef ZL_SPEC_H
 #define ZL_SPEC_H
 
 #include <stdint.h>
 
 #include "../decode/ring.h"
+#include "../model/model.h"
 #include "zerolayer.h"
 
 typedef struct zl_verify {
@@ -33,10 +35,11 @@ int zl_seq_spec_budget(const zl_seq *s);
  * bounded by the ring's budget and the context room).  Fills v; returns the
  * number of drafts (0: plain step). */
 int zl_spec_draft(zl_seq *s, int32_t t0, int max_draft, zl_verify *v);
-/* zl_llm_eval_batch, except that an item i with ver[i] && ver[i]->n > 1
- * (its ids must be ver[i]->ids) gets the logits of all of its positions, for
- * zl_spec_accept.  ver may be NULL (no ring items). */
-int zl_spec_eval_batch(zl_llm *llm, const zl_batch_item *items, zl_verify *const *ver, int n_items, zl_err *err);
+/* The part of the forward a verification of ids (at the end of s) needs:
+ * when s's drafter already ran the first layers over exactly these tokens,
+ * the layers after them (counted in zl_spec_stats.resumed), else NULL: all
+ * of them.  part is the storage for the answer. */
+const zl_fwd_part *zl_spec_verify_part(zl_seq *s, const int32_t *ids, int n, zl_fwd_part *part);
 /* After the forward of v: accept drafts left to right while the target
  * agrees, roll back the KV / tokens / penalty history of the rejected ones.
  * Writes the accepted drafts to out and returns their count; *next gets the
@@ -46,14 +49,5 @@ int zl_spec_eval_batch(zl_llm *llm, const zl_batch_item *items, zl_verify *const
  * seconds: wall time of the step for the ring's pay-off measurement (<= 0:
  * not timed, e.g. the batch also carried prompt chunks). */
 int zl_spec_accept(zl_seq *s, const zl_verify *v, double seconds, int32_t *out, int32_t *next);
-
-/* Give the sequence's ring a verify-cost curve (zl_ring_set_cost: cost[i] =
- * forward over i + 1 tokens / over one); after zl_seq_set_spec, which resets
- * the ring.  No effect while the ring is off. */
-void zl_seq_set_ring_cost(zl_seq *s, const float *cost, int n);
-/* Measure that curve on llm: the best of `reps` timings of a forward over k
- * tokens (all logits, as a verification needs) at `depth` cached tokens,
- * divided by the one-token time, for k = 1..n.  Returns 0 or an error. */
-int zl_llm_verify_cost(zl_llm *llm, int depth, int n, int reps, float *cost, zl_err *err);
 
 #endif

@@ -1,4 +1,4 @@
-/* gguf.h — GGUF v2/v3 reader (mmap, bounds-checked) and writer.
+/* gguf.h — GGUF v2/v3 reader (mmap, bounds-checked) and the one writer.
  *
  * The reader validates the whole header before returning: every count,
  * string length, array length, tensor dimension, type, offset, alignment and
@@ -96,12 +96,22 @@ int zl_str_eq(zl_str s, const char *c);
 /* Copy into a NUL-terminated buffer (truncating); returns buf. */
 char *zl_str_copy(zl_str s, char *buf, size_t cap);
 const char *zl_gguf_vtype_name(uint32_t t);
+/* Bytes of one value of a fixed-size vtype; 0 for STRING, ARRAY and unknown types. */
+size_t zl_gguf_vtype_size(uint32_t t);
 
-/* ---- writer ---- */
+/* ---- writer (gguf_write.c) ----
+ * The one writer of GGUF files.  Declare all metadata and every tensor's
+ * name, type and shape first; then either zl_gguf_write sends the data given
+ * to zl_gguf_add_tensor, or zl_gguf_write_begin writes the header and
+ * zl_gguf_write_data appends the tensors' bytes in declaration order, in
+ * pieces of any size (files larger than memory), until zl_gguf_write_finish.
+ * The file appears under its name only after finish; freeing an unfinished
+ * writer removes its temporary file.  Alignment 32. */
 typedef struct zl_gguf_writer zl_gguf_writer;
 zl_gguf_writer *zl_gguf_writer_new(void);
 void zl_gguf_writer_free(zl_gguf_writer *w);
-/* Each setter copies its arguments. Returns 0 or ZL_ENOMEM. */
+/* Setters copy their arguments and replace an earlier value of the key.
+ * 0, ZL_ENOMEM, or ZL_EINVAL (a bad element type; any call after begin). */
 int zl_gguf_set_u32(zl_gguf_writer *w, const char *key, uint32_t v);
 int zl_gguf_set_i32(zl_gguf_writer *w, const char *key, int32_t v);
 int zl_gguf_set_u64(zl_gguf_writer *w, const char *key, uint64_t v);
@@ -111,35 +121,22 @@ int zl_gguf_set_str(zl_gguf_writer *w, const char *key, const char *v);
 /* Numeric array (elem_type a numeric vtype; data packed little-endian). */
 int zl_gguf_set_arr(zl_gguf_writer *w, const char *key, uint32_t elem_type, const void *data, uint64_t n);
 int zl_gguf_set_arr_str(zl_gguf_writer *w, const char *key, const zl_str *strs, uint64_t n);
-/* Copy a kv (any type, including arrays) from a reader. */
+/* Copy a kv of an open reader (any type, arrays included). */
 int zl_gguf_copy_kv(zl_gguf_writer *w, const zl_gguf_kv *kv);
-/* Tensor data is referenced, not copied: it must stay valid until write. */
+/* A tensor whose nbytes bytes zl_gguf_write sends: data is referenced, not
+ * copied, and must stay valid until then.  ZL_EINVAL if the shape is empty,
+ * its rows do not fit the type's blocks, or nbytes is not what it takes. */
 int zl_gguf_add_tensor(zl_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                        const int64_t *ne, const void *data, uint64_t nbytes);
-int zl_gguf_write(zl_gguf_writer *w, const char *path, zl_err *err);
-
-/* ---- streaming writer (gguf_stream.c) ----
- * For files larger than memory: declare all metadata and tensors (name, type,
- * shape) first, then begin writes the header, then tensor data is appended
- * in declaration order in pieces of any size.  The file appears under its
- * name only after finish; freeing an unfinished stream removes its temporary
- * file.  Same layout as zl_gguf_write (alignment 32). */
-typedef struct zl_gguf_stream zl_gguf_stream;
-zl_gguf_stream *zl_gguf_stream_new(void);
-void zl_gguf_stream_free(zl_gguf_stream *s);
-/* Setters copy their arguments and replace an earlier value of the key; 0 or ZL_E*. */
-int zl_gguf_stream_set_u32(zl_gguf_stream *s, const char *key, uint32_t v);
-int zl_gguf_stream_set_f32(zl_gguf_stream *s, const char *key, float v);
-int zl_gguf_stream_set_str(zl_gguf_stream *s, const char *key, const char *v);
-/* Copy a kv of an open reader (any type, arrays included). */
-int zl_gguf_stream_copy_kv(zl_gguf_stream *s, const zl_gguf_kv *kv);
-/* ZL_EINVAL if the shape is empty or its rows do not fit the type's blocks. */
-int zl_gguf_stream_add_tensor(zl_gguf_stream *s, const char *name, uint32_t type, uint32_t n_dims,
-                              const int64_t *ne);
+/* A tensor whose bytes come later through zl_gguf_write_data. */
+int zl_gguf_declare_tensor(zl_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne);
 /* Bytes tensor i (declaration order) takes; 0 if there is no such tensor. */
-uint64_t zl_gguf_stream_tensor_bytes(const zl_gguf_stream *s, size_t i);
-int zl_gguf_stream_begin(zl_gguf_stream *s, const char *path, zl_err *err);
-int zl_gguf_stream_write(zl_gguf_stream *s, const void *data, uint64_t nbytes, zl_err *err);
-int zl_gguf_stream_finish(zl_gguf_stream *s, zl_err *err);
+uint64_t zl_gguf_writer_tensor_bytes(const zl_gguf_writer *w, size_t i);
+/* The whole file from the data given to zl_gguf_add_tensor. */
+int zl_gguf_write(zl_gguf_writer *w, const char *path, zl_err *err);
+/* Streaming: header, then data in declaration order, then the file. */
+int zl_gguf_write_begin(zl_gguf_writer *w, const char *path, zl_err *err);
+int zl_gguf_write_data(zl_gguf_writer *w, const void *data, uint64_t nbytes, zl_err *err);
+int zl_gguf_write_finish(zl_gguf_writer *w, zl_err *err);
 
 #endif

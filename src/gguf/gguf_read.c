@@ -3,7 +3,8 @@
  * Owns: turning untrusted bytes into zl_gguf.  Must never read outside the
  * buffer, trust a count before checking it against the bytes that remain, or
  * return a tensor whose extent is not inside the file.  All reads go through
- * the cursor helpers below, which are the only code that touches raw bytes. */
+ * the cursor helpers below, which are the only code that touches raw bytes.
+ * Also owns the size table of GGUF's fixed-size value types (the writer asks it). */
 #include "gguf.h"
 
 #include <errno.h>
@@ -57,14 +58,13 @@ static int rd_str(cursor *c, zl_str *s, const char *what) {
     return 0;
 }
 
-static size_t vtype_size(uint32_t t) {
-    switch (t) {
-    case ZL_GGUF_U8: case ZL_GGUF_I8: case ZL_GGUF_BOOL: return 1;
-    case ZL_GGUF_U16: case ZL_GGUF_I16: return 2;
-    case ZL_GGUF_U32: case ZL_GGUF_I32: case ZL_GGUF_F32: return 4;
-    case ZL_GGUF_U64: case ZL_GGUF_I64: case ZL_GGUF_F64: return 8;
-    default: return 0;
-    }
+size_t zl_gguf_vtype_size(uint32_t t) {
+    static const uint8_t size[ZL_GGUF_NTYPES] = {
+        [ZL_GGUF_U8] = 1, [ZL_GGUF_I8] = 1, [ZL_GGUF_BOOL] = 1, [ZL_GGUF_U16] = 2, [ZL_GGUF_I16] = 2,
+        [ZL_GGUF_U32] = 4, [ZL_GGUF_I32] = 4, [ZL_GGUF_F32] = 4, [ZL_GGUF_U64] = 8, [ZL_GGUF_I64] = 8,
+        [ZL_GGUF_F64] = 8,
+    };
+    return t < ZL_GGUF_NTYPES ? size[t] : 0;
 }
 
 const char *zl_gguf_vtype_name(uint32_t t) {
@@ -106,7 +106,7 @@ static int parse_kv(cursor *c, zl_gguf_kv *kv, uint64_t idx) {
     snprintf(what, sizeof what, "value of metadata '%s'", kname);
     if (kv->type == ZL_GGUF_STRING) return rd_str(c, &kv->v.s, what);
     if (kv->type != ZL_GGUF_ARRAY) {
-        size_t sz = vtype_size(kv->type);
+        size_t sz = zl_gguf_vtype_size(kv->type);
         if (!sz) return zl_errf(c->err, ZL_EFORMAT, "metadata '%s' has invalid value type %u", kname, kv->type);
         if (need(c, sz, what)) return ZL_EFORMAT;
         load_scalar(kv, kv->type, c->p + c->pos);
@@ -132,7 +132,7 @@ static int parse_kv(cursor *c, zl_gguf_kv *kv, uint64_t idx) {
         }
         return 0;
     }
-    size_t sz = vtype_size(et);
+    size_t sz = zl_gguf_vtype_size(et);
     if (!sz)
         return zl_errf(c->err, ZL_EFORMAT, "metadata '%s': invalid array element type %u%s", kname, et,
                        et == ZL_GGUF_ARRAY ? " (nested arrays are not supported)" : "");
@@ -456,7 +456,7 @@ const zl_gguf_kv *zl_gguf_get_arr(const zl_gguf *g, const char *key, uint32_t el
 double zl_gguf_arr_f64(const zl_gguf_kv *kv, uint64_t i) {
     zl_gguf_kv tmp;
     uint32_t t = kv->v.arr.type;
-    load_scalar(&tmp, t, (const uint8_t *)kv->v.arr.data + i * vtype_size(t));
+    load_scalar(&tmp, t, (const uint8_t *)kv->v.arr.data + i * zl_gguf_vtype_size(t));
     if (t == ZL_GGUF_F32 || t == ZL_GGUF_F64) return tmp.v.f;
     return is_signed(t) ? (double)tmp.v.i : (double)tmp.v.u;
 }
@@ -464,7 +464,7 @@ double zl_gguf_arr_f64(const zl_gguf_kv *kv, uint64_t i) {
 int64_t zl_gguf_arr_i64(const zl_gguf_kv *kv, uint64_t i) {
     zl_gguf_kv tmp;
     uint32_t t = kv->v.arr.type;
-    load_scalar(&tmp, t, (const uint8_t *)kv->v.arr.data + i * vtype_size(t));
+    load_scalar(&tmp, t, (const uint8_t *)kv->v.arr.data + i * zl_gguf_vtype_size(t));
     if (t == ZL_GGUF_F32 || t == ZL_GGUF_F64) {
         double f = tmp.v.f;
         return f != f ? 0 : f >= 9.2e18 ? INT64_MAX : f <= -9.2e18 ? INT64_MIN : (int64_t)f;

@@ -116,7 +116,37 @@ void zl_kv_truncate(zl_kv *kv, int n) {
     zl_kv_assert_ok(kv);
 }
 
+void zl_kv_cover(zl_kv *kv, int pos, int scratch) {
+    ZL_ASSERT(pos >= 0 && pos < kv->n_ctx);
+    int *end = scratch ? &kv->n_dirty : &kv->n_used;
+    if (pos + 1 > *end) *end = pos + 1;
+}
+
 size_t zl_kv_bytes(const zl_kv *kv) { return 2 * (size_t)kv->n_layers * kv->n_ctx * kv->row_bytes; }
+
+size_t zl_kv_token_bytes(const zl_kv *kv) { return 2 * (size_t)kv->n_layers * kv->row_bytes; }
+
+/* pieces per layer's K (or V) region of `rows` slots */
+static int pieces_per_region(const zl_kv *kv, int rows, size_t piece) {
+    size_t region = (size_t)rows * kv->row_bytes;
+    return (int)((region + piece - 1) / piece);
+}
+
+int zl_kv_pieces(const zl_kv *kv, int rows, size_t piece) {
+    ZL_ASSERT(rows >= 0 && rows <= kv->n_ctx && piece > 0);
+    return 2 * kv->n_layers * pieces_per_region(kv, rows, piece);
+}
+
+size_t zl_kv_piece(const zl_kv *kv, int rows, size_t piece, int p, void **at) {
+    ZL_ASSERT(p >= 0 && p < zl_kv_pieces(kv, rows, piece));
+    size_t region = (size_t)rows * kv->row_bytes;
+    int per = pieces_per_region(kv, rows, piece);
+    int layer = p / (2 * per), which = (p / per) % 2, sub = p % per;
+    uint8_t *base = which ? zl_kv_v(kv, layer, 0) : zl_kv_k(kv, layer, 0);
+    size_t off = (size_t)sub * piece;
+    *at = base + off;
+    return region - off < piece ? region - off : piece;
+}
 
 int zl_kv_cached(const zl_kv *kv) {
     if (!kv->layer_off) return kv->n_used;

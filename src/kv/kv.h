@@ -110,7 +110,19 @@ static inline float *zl_kv_scores(const zl_kv *kv, int ith, int layer) {
     if (!kv->score_part || ith >= kv->score_nth) return NULL;
     return kv->score_part + ((size_t)ith * kv->slices + (kv->slices > 1 ? layer : 0)) * kv->n_ctx;
 }
+/* The forward pass wrote position pos: n_used grows to cover it, or with
+ * scratch (a draft pass past the sequence's end, zl_fwd_part.keep_used) only
+ * n_dirty does.  pos must lie inside the context. */
+void zl_kv_cover(zl_kv *kv, int pos, int scratch);
 size_t zl_kv_bytes(const zl_kv *kv);
+/* Bytes one cached token takes over every layer's K and V (unsliced). */
+size_t zl_kv_token_bytes(const zl_kv *kv);
+/* The memory of slots [0, rows) of every layer's K and V, cut into pieces of
+ * at most `piece` bytes (layer-major, K before V): how many pieces, and
+ * piece p's address and length.  For faulting a fresh cache's pages in
+ * ahead of its first use; rows must be within the context. */
+int zl_kv_pieces(const zl_kv *kv, int rows, size_t piece);
+size_t zl_kv_piece(const zl_kv *kv, int rows, size_t piece, int p, void **at);
 /* Entries cached per layer, on average (rounded up): n_used without slices. */
 int zl_kv_cached(const zl_kv *kv);
 

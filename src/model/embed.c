@@ -273,7 +273,7 @@ static int check(const zl_embed_params *p, const zl_model *sm, zl_err *err) {
     return 0;
 }
 
-static int metadata(zl_gguf_stream *s, const zl_embed_params *p, const zl_model *sm) {
+static int metadata(zl_gguf_writer *s, const zl_embed_params *p, const zl_model *sm) {
     const zl_hparams *h = &sm->hp;
     zl_synth_params sp = {0};
     sp.dim = p->dim, sp.ffn = p->ffn, sp.n_layers = p->n_layers, sp.n_heads = p->n_heads, sp.n_kv_heads = p->n_kv_heads;
@@ -283,15 +283,15 @@ static int metadata(zl_gguf_stream *s, const zl_embed_params *p, const zl_model 
     int rc = zl_llama_metadata(s, &sp, sm->gguf);
     char name[200];
     snprintf(name, sizeof name, "zerolayer-embed of %s", sm->name[0] ? sm->name : "?");
-    rc |= zl_gguf_stream_set_str(s, "general.name", name);
-    rc |= zl_gguf_stream_set_f32(s, "llama.attention.layer_norm_rms_epsilon", h->norm_eps * (float)h->dim / (float)p->dim);
+    rc |= zl_gguf_set_str(s, "general.name", name);
+    rc |= zl_gguf_set_f32(s, "llama.attention.layer_norm_rms_epsilon", h->norm_eps * (float)h->dim / (float)p->dim);
     if (h->rope_freq_scale != 1.0f) {
-        rc |= zl_gguf_stream_set_str(s, "llama.rope.scaling.type", "linear");
-        rc |= zl_gguf_stream_set_f32(s, "llama.rope.scaling.factor", 1.0f / h->rope_freq_scale);
+        rc |= zl_gguf_set_str(s, "llama.rope.scaling.type", "linear");
+        rc |= zl_gguf_set_f32(s, "llama.rope.scaling.factor", 1.0f / h->rope_freq_scale);
     }
-    rc |= zl_gguf_stream_set_u32(s, "zerolayer.embed.source_layers", (uint32_t)h->n_layers);
-    rc |= zl_gguf_stream_set_u32(s, "zerolayer.embed.source_dim", (uint32_t)h->dim);
-    rc |= zl_gguf_stream_set_f32(s, "zerolayer.embed.perturb", p->perturb);
+    rc |= zl_gguf_set_u32(s, "zerolayer.embed.source_layers", (uint32_t)h->n_layers);
+    rc |= zl_gguf_set_u32(s, "zerolayer.embed.source_dim", (uint32_t)h->dim);
+    rc |= zl_gguf_set_f32(s, "zerolayer.embed.perturb", p->perturb);
     return rc;
 }
 
@@ -333,7 +333,7 @@ int zl_embed_file(const zl_embed_params *p, zl_qstats *st, zl_err *err) {
     int n = 0;
     zl_gen_tensor *ts = zl_llama_tensors(&sp, h->n_vocab, &n);
     etensor *et = calloc((size_t)n + 1, sizeof *et);
-    zl_gguf_stream *s = zl_gguf_stream_new();
+    zl_gguf_writer *s = zl_gguf_writer_new();
     int64_t wide = e.qd_s > e.f ? e.qd_s : e.f;
     float *buf = malloc((size_t)wide * sizeof *buf);
     if (!ts || !et || !s || !buf) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
@@ -352,7 +352,7 @@ int zl_embed_file(const zl_embed_params *p, zl_qstats *st, zl_err *err) {
     }
     if (!rc && metadata(s, p, sm)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
     if (!rc) rc = zl_write_generated(s, p->out_path, ts, n, &p->target, p->n_layers, &p->opts, st, err);
-    zl_gguf_stream_free(s);
+    zl_gguf_writer_free(s);
     free(buf);
     free(et);
     free(ts);

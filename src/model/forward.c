@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/cpu.h"
 #include "../tensor/attn.h"
 #include "../tensor/rope.h"
 #include "model.h"
@@ -65,13 +64,13 @@ static int matmul_exact(zl_fwd *f, const zl_mat *W, const float *x, int64_t ldx,
     return 0;
 }
 
-static void matmul(zl_fwd *f, const zl_mat *W, const float *x, int64_t ldx, int n, float *y, int64_t ldy,
+static void matmul(const zl_model *m, zl_fwd *f, const zl_mat *W, const float *x, int64_t ldx, int n, float *y, int64_t ldy,
                    zl_pool *pool) {
     if (f->exact && matmul_exact(f, W, x, ldx, n, y, ldy) == 0) return;
     /* a dispatch costs microseconds (and far more when the machine is
      * oversubscribed): small products run on the calling thread */
     if ((double)W->rows * (double)W->cols * n < ZL_PARALLEL_MIN_MACS) pool = NULL;
-    zl_matmul(W, x, ldx, n, y, ldy, pool, &f->work);
+    zl_matmul(m->kern, W, x, ldx, n, y, ldy, pool, &f->work);
 }
 
 /* h1 = act(h1) * h3 over n values, split over the pool when there is
@@ -282,7 +281,7 @@ int zl_forward_part(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, in
     attn_task *tasks = f->tasks, *tasks_swa = tasks + (size_t)n * hp->n_kv_heads;
     int n_tasks = attn_plan(hp, toks, n, 1 << 30, tasks);
     int n_tasks_swa = n_tab > 1 ? attn_plan(hp, toks, n, hp->n_swa, tasks_swa) : 0;
-    zl_attn_fn attn_fn = zl_attn_fn_for(zl_cpu_isa(), hd);
+    zl_attn_fn attn_fn = zl_attn_fn_for(zl_kernels_isa(m->kern), hd);
 
     for (int i = 0; i < n; i++) {
         if (l_begin == 0) {
@@ -306,11 +305,11 @@ int zl_forward_part(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, in
         if (!f->exact && (double)L->wq.rows * L->wq.cols * n >= ZL_PARALLEL_MIN_MACS) {
             const zl_mat *W3[3] = {&L->wq, &L->wk, &L->wv};
             float *Y3[3] = {q, k, v};
-            zl_matmul_multi(W3, 3, xb, n, Y3, pool, &f->work);
+            zl_matmul_multi(m->kern, W3, 3, xb, n, Y3, pool, &f->work);
         } else {
-            matmul(f, &L->wq, xb, dim, n, q, qd, pool);
-            matmul(f, &L->wk, xb, dim, n, k, kvd, pool);
-            matmul(f, &L->wv, xb, dim, n, v, kvd, pool);
+            matmul(m, f, &L->wq, xb, dim, n, q, qd, pool);
+            matmul(m, f, &L->wk, xb, dim, n, k, kvd, pool);
+            matmul(m, f, &L->wv, xb, dim, n, v, kvd, pool);
         }
         const int tab = L->swa ? n : 0; /* this layer's RoPE tables */
         for (int i = 0; i < n; i++) {
@@ -335,7 +334,7 @@ int zl_forward_part(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, in
                        L->swa ? n_tasks_swa : n_tasks, 0, scores, attn_work, attn_fn};
         double attn_macs = 2.0 * n * hp->n_heads * (double)max_ctx * hd;
         zl_pool_run(attn_macs < ZL_PARALLEL_MIN_MACS ? NULL : pool, attn_worker, &aj);
-        matmul(f, &L->wo, att, qd, n, xb, dim, pool);
+        matmul(m, f, &L->wo, att, qd, n, xb, dim, pool);
         if (L->post_attn_norm)
             for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, xb + (size_t)i * dim, L->post_attn_norm, dim, hp->norm_eps);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];
@@ -345,29 +344,25 @@ int zl_forward_part(const zl_model *m, zl_kv **kvs, const zl_batch_tok *toks, in
         if (!f->exact && (double)L->w_gate.rows * L->w_gate.cols * n >= ZL_PARALLEL_MIN_MACS) {
             const zl_mat *W2[2] = {&L->w_gate, &L->w_up};
             float *Y2[2] = {h1, h3};
-            zl_matmul_multi(W2, 2, xb, n, Y2, pool, &f->work);
+            zl_matmul_multi(m->kern, W2, 2, xb, n, Y2, pool, &f->work);
         } else {
-            matmul(f, &L->w_gate, xb, dim, n, h1, ffn, pool);
-            matmul(f, &L->w_up, xb, dim, n, h3, ffn, pool);
+            matmul(m, f, &L->w_gate, xb, dim, n, h1, ffn, pool);
+            matmul(m, f, &L->w_up, xb, dim, n, h3, ffn, pool);
         }
         swiglu(h1, h3, (size_t)n * ffn, hp->ffn_act, pool);
-        matmul(f, &L->w_down, h1, ffn, n, xb, dim, pool);
+        matmul(m, f, &L->w_down, h1, ffn, n, xb, dim, pool);
         if (L->post_ffn_norm)
             for (int i = 0; i < n; i++) rmsnorm(xb + (size_t)i * dim, xb + (size_t)i * dim, L->post_ffn_norm, dim, hp->norm_eps);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += xb[i];
     }
     if (part && part->x_out) memcpy(part->x_out, x, (size_t)n * dim * sizeof *x);
-    for (int i = 0; i < n; i++) {
-        zl_kv *kv = kvs[toks[i].seq];
-        int *used = part && part->keep_used ? &kv->n_dirty : &kv->n_used;
-        if (toks[i].pos + 1 > *used) *used = toks[i].pos + 1;
-    }
+    for (int i = 0; i < n; i++) zl_kv_cover(kvs[toks[i].seq], toks[i].pos, part && part->keep_used);
     if (!n_out) return 0;
     if (l_end == hp->n_layers) zl_prefetch_layer(m->prefetch, hp->n_layers - 1); /* output matrix, then the first layers again */
     int o = 0;
     for (int i = 0; i < n; i++)
         if (toks[i].want_logits) rmsnorm(xo + (size_t)(o++) * dim, x + (size_t)i * dim, m->output_norm, dim, hp->norm_eps);
-    matmul(f, &m->output, xo, dim, n_out, logits, hp->n_vocab, pool);
+    matmul(m, f, &m->output, xo, dim, n_out, logits, hp->n_vocab, pool);
     if (hp->final_softcap > 0) {
         const float c = hp->final_softcap;
         for (size_t i = 0; i < (size_t)n_out * hp->n_vocab; i++) logits[i] = c * tanhf(logits[i] / c);

@@ -60,14 +60,17 @@ typedef struct zl_model {
     char name[128];
     struct zl_prefetch *prefetch; /* weight read-ahead service, or NULL */
     int borrowed; /* a view of another model's weights (truncated draft): free only the struct */
+    const zl_kernels *kern; /* the kernels every product of this model runs with (its ISA level) */
 } zl_model;
 
 typedef struct zl_model_opts {
     int no_mmap, populate;
+    const char *isa; /* NULL or "": the best level this process may use; else a zl_isa_name, capped by it */
 } zl_model_opts;
 
 int zl_model_load(zl_model **out, const char *path, const zl_model_opts *opts, zl_err *err);
-/* Bind a model from an already opened GGUF (takes ownership of g on success). */
+/* Bind a model from an already opened GGUF (takes ownership of g on success);
+ * its kernels are those of zl_cpu_max_isa(). */
 int zl_model_from_gguf(zl_model **out, zl_gguf *g, zl_err *err);
 void zl_model_free(zl_model *m);
 /* The model's rotary embedding parameters (of its global layers; a

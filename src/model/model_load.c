@@ -206,6 +206,7 @@ int zl_model_from_gguf(zl_model **out, zl_gguf *g, zl_err *err) {
     zl_model *m = calloc(1, sizeof *m);
     if (!m) return zl_errf(err, ZL_ENOMEM, "out of memory");
     m->gguf = g;
+    m->kern = zl_kernels_for(zl_cpu_max_isa());
     zl_hparams *hp = &m->hp;
     int rc = read_hparams(g, hp, err);
     zl_str name;
@@ -263,8 +264,15 @@ int zl_model_from_gguf(zl_model **out, zl_gguf *g, zl_err *err) {
 }
 
 int zl_model_load(zl_model **out, const char *path, const zl_model_opts *opts, zl_err *err) {
+    *out = NULL;
     zl_gguf_open_opts go = {0};
-    if (opts) { go.no_mmap = opts->no_mmap; go.populate = opts->populate; }
+    zl_isa isa = zl_cpu_max_isa();
+    if (opts) {
+        go.no_mmap = opts->no_mmap;
+        go.populate = opts->populate;
+        if (opts->isa && *opts->isa && zl_isa_from_name(opts->isa, &isa))
+            return zl_errf(err, ZL_EINVAL, "unknown ISA level '%s' (scalar, avx2 or avx512)", opts->isa);
+    }
     zl_gguf *g;
     int rc = zl_gguf_open(&g, path, &go, err);
     if (rc) return rc;
@@ -272,8 +280,10 @@ int zl_model_load(zl_model **out, const char *path, const zl_model_opts *opts, z
     if (rc) {
         zl_err_prefix(err, "%s", path);
         zl_gguf_close(g);
+        return rc;
     }
-    return rc;
+    (*out)->kern = zl_kernels_for(isa);
+    return 0;
 }
 
 void zl_model_free(zl_model *m) {

@@ -205,10 +205,10 @@ static int grow(void **p, size_t *cap, size_t need) {
 }
 
 /* Produce rows x cols of type `to` from src and append them to the stream. */
-static int convert_tensor(conv *c, const row_src *src, int64_t cols, int64_t rows, zl_type to, zl_gguf_stream *s,
+static int convert_tensor(conv *c, const row_src *src, int64_t cols, int64_t rows, zl_type to, zl_gguf_writer *s,
                           zl_err *err) {
     if (src->kind == SRC_TENSOR && src->type == to) /* same type: copy the bytes as they are */
-        return zl_gguf_stream_write(s, src->data, (uint64_t)rows * src->row_bytes, err);
+        return zl_gguf_write_data(s, src->data, (uint64_t)rows * src->row_bytes, err);
     size_t out_row = zl_row_size(to, cols);
     int64_t per_chunk = (int64_t)(CHUNK_BYTES / out_row);
     if (per_chunk < 1) per_chunk = 1;
@@ -221,7 +221,7 @@ static int convert_tensor(conv *c, const row_src *src, int64_t cols, int64_t row
         int64_t r1 = r0 + per_chunk < rows ? r0 + per_chunk : rows;
         chunk_job j = {src, to, cols, r0, r1, out_row, c->chunk, c->scratch};
         zl_pool_run(c->pool, chunk_rows, &j);
-        int rc = zl_gguf_stream_write(s, c->chunk, (uint64_t)(r1 - r0) * out_row, err);
+        int rc = zl_gguf_write_data(s, c->chunk, (uint64_t)(r1 - r0) * out_row, err);
         if (rc) return rc;
     }
     return 0;
@@ -234,9 +234,9 @@ static uint64_t file_size(const char *path) {
 
 static int64_t n_rows(const int64_t *ne) { return ne[1] * ne[2] * ne[3]; }
 
-static int set_file_type(zl_gguf_stream *s, const zl_qtarget *t) {
-    int rc = zl_gguf_stream_set_u32(s, "general.file_type", (uint32_t)t->ftype);
-    if (!rc && !is_float_type(t->base)) rc = zl_gguf_stream_set_u32(s, "general.quantization_version", 2);
+static int set_file_type(zl_gguf_writer *s, const zl_qtarget *t) {
+    int rc = zl_gguf_set_u32(s, "general.file_type", (uint32_t)t->ftype);
+    if (!rc && !is_float_type(t->base)) rc = zl_gguf_set_u32(s, "general.quantization_version", 2);
     return rc;
 }
 
@@ -256,14 +256,14 @@ static int count_layers(const zl_gguf *g) {
 
 typedef struct qrun {
     zl_gguf *g;
-    zl_gguf_stream *s;
+    zl_gguf_writer *s;
     conv c;
     zl_type *to;
     char (*notes)[192];
 } qrun;
 
 static void qrun_free(qrun *q) {
-    zl_gguf_stream_free(q->s);
+    zl_gguf_writer_free(q->s);
     zl_pool_free(q->c.pool);
     free(q->c.chunk);
     free(q->c.scratch);
@@ -286,7 +286,7 @@ static int quantize_plan(qrun *q, const zl_qtarget *t, zl_qstats *st, zl_err *er
                            zl_type_traits_of(gt->type)->name);
         q->to[i] = to;
         st->n_fallback += q->notes[i][0] != 0;
-        if (zl_gguf_stream_add_tensor(q->s, name, to, gt->n_dims, gt->ne))
+        if (zl_gguf_declare_tensor(q->s, name, to, gt->n_dims, gt->ne))
             return zl_errf(err, ZL_ENOMEM, "cannot declare tensor %s", name);
     }
     return 0;
@@ -304,16 +304,16 @@ int zl_quantize_file(const char *in, const char *out, const zl_qtarget *t, const
     int rc = zl_gguf_open(&q.g, in, NULL, err);
     if (rc) return rc;
     uint64_t nt = q.g->n_tensors;
-    q.s = zl_gguf_stream_new();
+    q.s = zl_gguf_writer_new();
     q.c.pool = zl_pool_new(opts.n_threads);
     q.to = calloc(nt ? nt : 1, sizeof *q.to);
     q.notes = calloc(nt ? nt : 1, sizeof *q.notes);
     if (!q.s || !q.c.pool || !q.to || !q.notes) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
     for (uint64_t i = 0; !rc && i < q.g->n_kv; i++)
-        if (zl_gguf_stream_copy_kv(q.s, &q.g->kv[i])) rc = zl_errf(err, ZL_ENOMEM, "out of memory copying metadata");
+        if (zl_gguf_copy_kv(q.s, &q.g->kv[i])) rc = zl_errf(err, ZL_ENOMEM, "out of memory copying metadata");
     if (!rc && set_file_type(q.s, t)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
     if (!rc) rc = quantize_plan(&q, t, st, err);
-    if (!rc) rc = zl_gguf_stream_begin(q.s, out, err);
+    if (!rc) rc = zl_gguf_write_begin(q.s, out, err);
     char name[1100];
     for (uint64_t i = 0; !rc && i < nt; i++) {
         const zl_gguf_tensor *gt = &q.g->tensors[i];
@@ -321,7 +321,7 @@ int zl_quantize_file(const char *in, const char *out, const zl_qtarget *t, const
         row_src src = {SRC_TENSOR, gt->data, (zl_type)gt->type, zl_row_size((zl_type)gt->type, gt->ne[0]), 0, NULL, NULL};
         rc = convert_tensor(&q.c, &src, gt->ne[0], n_rows(gt->ne), q.to[i], q.s, err);
         if (rc) { zl_err_prefix(err, "tensor %s", name); break; }
-        uint64_t ob = zl_gguf_stream_tensor_bytes(q.s, i);
+        uint64_t ob = zl_gguf_writer_tensor_bytes(q.s, i);
         st->in_bytes += gt->nbytes;
         st->out_bytes += ob;
         st->n_tensors++;
@@ -331,7 +331,7 @@ int zl_quantize_file(const char *in, const char *out, const zl_qtarget *t, const
             opts.progress(opts.ud, &ev);
         }
     }
-    if (!rc) rc = zl_gguf_stream_finish(q.s, err);
+    if (!rc) rc = zl_gguf_write_finish(q.s, err);
     qrun_free(&q);
     if (rc) return rc;
     st->file_bytes = file_size(out);
@@ -341,7 +341,7 @@ int zl_quantize_file(const char *in, const char *out, const zl_qtarget *t, const
 
 /* ---- generated tensors ---- */
 
-int zl_write_generated(zl_gguf_stream *s, const char *out_path, const zl_gen_tensor *ts, int n,
+int zl_write_generated(zl_gguf_writer *s, const char *out_path, const zl_gen_tensor *ts, int n,
                        const zl_qtarget *target, int n_layers, const zl_quantize_opts *o, zl_qstats *st, zl_err *err) {
     zl_quantize_opts opts = {0};
     if (o) opts = *o;
@@ -357,17 +357,17 @@ int zl_write_generated(zl_gguf_stream *s, const char *out_path, const zl_gen_ten
         to[i] = zl_quant_tensor_type(target, ts[i].name, ts[i].n_dims, ts[i].ne, n_layers, 0, notes[i],
                                      sizeof notes[i]);
         st->n_fallback += notes[i][0] != 0;
-        if (zl_gguf_stream_add_tensor(s, ts[i].name, to[i], ts[i].n_dims, ts[i].ne))
+        if (zl_gguf_declare_tensor(s, ts[i].name, to[i], ts[i].n_dims, ts[i].ne))
             rc = zl_errf(err, ZL_ENOMEM, "cannot declare tensor %s", ts[i].name);
     }
-    if (!rc) rc = zl_gguf_stream_begin(s, out_path, err);
+    if (!rc) rc = zl_gguf_write_begin(s, out_path, err);
     for (int i = 0; !rc && i < n; i++) {
         static const src_kind kinds[] = {[ZL_GEN_RANDOM] = SRC_RANDOM, [ZL_GEN_ONES] = SRC_ONES,
                                          [ZL_GEN_FUNC] = SRC_FUNC};
         row_src src = {kinds[ts[i].kind], NULL, ZL_TYPE_F32, 0, ts[i].seed, ts[i].fill, ts[i].ctx};
         rc = convert_tensor(&c, &src, ts[i].ne[0], n_rows(ts[i].ne), to[i], s, err);
         if (rc) { zl_err_prefix(err, "tensor %s", ts[i].name); break; }
-        uint64_t ob = zl_gguf_stream_tensor_bytes(s, (size_t)i);
+        uint64_t ob = zl_gguf_writer_tensor_bytes(s, (size_t)i);
         st->out_bytes += ob;
         st->in_bytes += (uint64_t)(ts[i].ne[0] * n_rows(ts[i].ne)) * sizeof(float);
         st->n_tensors++;
@@ -377,7 +377,7 @@ int zl_write_generated(zl_gguf_stream *s, const char *out_path, const zl_gen_ten
             opts.progress(opts.ud, &ev);
         }
     }
-    if (!rc) rc = zl_gguf_stream_finish(s, err);
+    if (!rc) rc = zl_gguf_write_finish(s, err);
     zl_pool_free(c.pool);
     free(c.chunk);
     free(c.scratch);
@@ -433,22 +433,22 @@ zl_gen_tensor *zl_llama_tensors(const zl_synth_params *p, int64_t n_vocab, int *
     return v;
 }
 
-int zl_llama_metadata(zl_gguf_stream *s, const zl_synth_params *p, const zl_gguf *vocab) {
-    int rc = zl_gguf_stream_set_str(s, "general.architecture", "llama");
-    rc |= zl_gguf_stream_set_str(s, "general.name", "zerolayer-synth");
-    rc |= zl_gguf_stream_set_u32(s, "llama.context_length", (uint32_t)(p->n_ctx > 0 ? p->n_ctx : 2048));
-    rc |= zl_gguf_stream_set_u32(s, "llama.embedding_length", (uint32_t)p->dim);
-    rc |= zl_gguf_stream_set_u32(s, "llama.block_count", (uint32_t)p->n_layers);
-    rc |= zl_gguf_stream_set_u32(s, "llama.feed_forward_length", (uint32_t)p->ffn);
-    rc |= zl_gguf_stream_set_u32(s, "llama.attention.head_count", (uint32_t)p->n_heads);
-    rc |= zl_gguf_stream_set_u32(s, "llama.attention.head_count_kv", (uint32_t)p->n_kv_heads);
-    rc |= zl_gguf_stream_set_u32(s, "llama.rope.dimension_count", (uint32_t)(p->dim / p->n_heads));
-    rc |= zl_gguf_stream_set_f32(s, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    rc |= zl_gguf_stream_set_f32(s, "llama.rope.freq_base", p->rope_base > 0 ? p->rope_base : 10000.0f);
+int zl_llama_metadata(zl_gguf_writer *s, const zl_synth_params *p, const zl_gguf *vocab) {
+    int rc = zl_gguf_set_str(s, "general.architecture", "llama");
+    rc |= zl_gguf_set_str(s, "general.name", "zerolayer-synth");
+    rc |= zl_gguf_set_u32(s, "llama.context_length", (uint32_t)(p->n_ctx > 0 ? p->n_ctx : 2048));
+    rc |= zl_gguf_set_u32(s, "llama.embedding_length", (uint32_t)p->dim);
+    rc |= zl_gguf_set_u32(s, "llama.block_count", (uint32_t)p->n_layers);
+    rc |= zl_gguf_set_u32(s, "llama.feed_forward_length", (uint32_t)p->ffn);
+    rc |= zl_gguf_set_u32(s, "llama.attention.head_count", (uint32_t)p->n_heads);
+    rc |= zl_gguf_set_u32(s, "llama.attention.head_count_kv", (uint32_t)p->n_kv_heads);
+    rc |= zl_gguf_set_u32(s, "llama.rope.dimension_count", (uint32_t)(p->dim / p->n_heads));
+    rc |= zl_gguf_set_f32(s, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    rc |= zl_gguf_set_f32(s, "llama.rope.freq_base", p->rope_base > 0 ? p->rope_base : 10000.0f);
     rc |= set_file_type(s, &p->target);
     for (uint64_t i = 0; i < vocab->n_kv; i++)
         if (vocab->kv[i].key.len > 10 && !memcmp(vocab->kv[i].key.ptr, "tokenizer.", 10))
-            rc |= zl_gguf_stream_copy_kv(s, &vocab->kv[i]);
+            rc |= zl_gguf_copy_kv(s, &vocab->kv[i]);
     return rc;
 }
 
@@ -468,11 +468,11 @@ int zl_synth_file(const zl_synth_params *p, zl_qstats *st, zl_err *err) {
     }
     int n = 0;
     zl_gen_tensor *spec = zl_llama_tensors(p, (int64_t)toks->v.arr.n, &n);
-    zl_gguf_stream *s = zl_gguf_stream_new();
+    zl_gguf_writer *s = zl_gguf_writer_new();
     if (!spec || !s) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
     if (!rc && zl_llama_metadata(s, p, vocab)) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
     if (!rc) rc = zl_write_generated(s, p->out_path, spec, n, &p->target, p->n_layers, &p->opts, st, err);
-    zl_gguf_stream_free(s);
+    zl_gguf_writer_free(s);
     free(spec);
     zl_gguf_close(vocab);
     if (rc) return rc;

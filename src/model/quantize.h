@@ -120,11 +120,11 @@ int zl_synth_check_shape(const zl_synth_params *p, zl_err *err);
  * RANDOM with seeds from p->seed, norms ONES.  NULL when out of memory. */
 zl_gen_tensor *zl_llama_tensors(const zl_synth_params *p, int64_t n_vocab, int *n_out);
 /* synth's llama.* metadata for p's shape and every tokenizer.* key of vocab. */
-int zl_llama_metadata(zl_gguf_stream *s, const zl_synth_params *p, const zl_gguf *vocab);
+int zl_llama_metadata(zl_gguf_writer *s, const zl_synth_params *p, const zl_gguf *vocab);
 /* Declare the n tensors (types chosen by target, n_layers for the mixes) in
  * s, whose metadata is set, write them to out_path and finish.  Adds to st
  * (n_tensors, n_fallback, in/out bytes; may be NULL) and sets file_bytes. */
-int zl_write_generated(zl_gguf_stream *s, const char *out_path, const zl_gen_tensor *t, int n,
+int zl_write_generated(zl_gguf_writer *s, const char *out_path, const zl_gen_tensor *t, int n,
                        const zl_qtarget *target, int n_layers, const zl_quantize_opts *o, zl_qstats *st, zl_err *err);
 
 #endif

@@ -65,7 +65,7 @@ enum MHD_Result zl_api_props(zl_req *r) {
     char *src = NULL;
     const char *kind = "family";
     if (s->tpl.jinja) {
-        src = s->o.chat_template_file ? slurp(s->o.chat_template_file) : zl_tpl_read_gguf(s->o.model_path);
+        src = s->o.chat_template_file ? slurp(s->o.chat_template_file) : zl_tpl_model_source(s->llm);
         kind = s->o.chat_template_file ? "jinja (--chat-template-file)" : "jinja (the model's tokenizer.chat_template)";
     }
     json_t *tpl = src ? json_string(src) : json_string(zl_tpl_name(s->tpl.family));

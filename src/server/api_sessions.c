@@ -1,6 +1,6 @@
 /* api_sessions.c — sessions over HTTP: create/get/delete/flush, typing-ahead
  * prefill, and the per-request glue that puts every generation through the
- * session store and the tenant's prefix cache (engine/session.h).
+ * session store and the tenant's prefix cache (runtime/session.h).
  *
  * Tenants: the API key when keys are configured, otherwise the body's `user`
  * / `metadata.user_id`, else the X-Zerolayer-User header, else "anonymous";
@@ -454,8 +454,8 @@ static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, 
         if (!zl_conn_alive(r->fd)) { zl_job_cancel(j); }
         zl_sched_wait(srv->sched, 25);
     }
-    zl_job_times t;
-    zl_job_get_times(srv->sched, j, &t);
+    zl_job_report t;
+    zl_job_get_report(srv->sched, j, &t);
     zl_job_release(j);
     if (fin == ZL_FINISH_ERROR) return sess_error(r, 500, "internal", "prefill failed: %s", t.error);
     ret = zl_reply_json(r, 200,

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gguf/gguf.h"
 #include "../template/jinja.h"
 #include "zerolayer.h"
 
@@ -173,27 +172,27 @@ char *zl_tpl_render(zl_tpl t, const zl_chat_msg *msgs, int n) {
     return b.p;
 }
 
-char *zl_tpl_read_gguf(const char *path) {
-    zl_gguf *g = NULL;
-    if (zl_gguf_open(&g, path, NULL, NULL)) return NULL;
-    zl_str s = {0};
-    char *out = NULL;
-    if (!zl_gguf_get_str(g, "tokenizer.chat_template", &s) && (out = malloc(s.len + 1))) {
-        memcpy(out, s.ptr, s.len);
-        out[s.len] = 0;
+char *zl_tpl_model_source(const zl_llm *llm) {
+    const char *s;
+    size_t n;
+    if (!llm || zl_llm_meta_str(llm, "tokenizer.chat_template", &s, &n)) return NULL;
+    char *out = malloc(n + 1);
+    if (out) {
+        memcpy(out, s, n);
+        out[n] = 0;
     }
-    zl_gguf_close(g);
     return out;
 }
 
-zl_tpl zl_tpl_for_arch(const char *path) {
-    zl_gguf *g = NULL;
-    if (zl_gguf_open(&g, path, NULL, NULL)) return ZL_TPL_PLAIN;
-    zl_str s = {0};
-    zl_tpl t = ZL_TPL_PLAIN;
-    if (!zl_gguf_get_str(g, "general.architecture", &s) && s.len >= 5 && !memcmp(s.ptr, "gemma", 5)) t = ZL_TPL_GEMMA;
-    zl_gguf_close(g);
-    return t;
+zl_tpl zl_tpl_for_arch(const char *arch, size_t len) {
+    return arch && len >= 5 && !memcmp(arch, "gemma", 5) ? ZL_TPL_GEMMA : ZL_TPL_PLAIN;
+}
+
+static zl_tpl model_family(const zl_llm *llm) {
+    const char *arch = NULL;
+    size_t len = 0;
+    if (llm) zl_llm_meta_str(llm, "general.architecture", &arch, &len);
+    return zl_tpl_for_arch(arch, len);
 }
 
 /* ---------------- zl_chat_fmt ---------------- */
@@ -284,8 +283,8 @@ static char *read_file(const char *path, size_t *n, zl_err *err) {
     return p;
 }
 
-int zl_chat_fmt_setup(zl_chat_fmt *f, const zl_llm *llm, const char *gguf_path, const char *family_name,
-                      const char *template_file, zl_err *err) {
+int zl_chat_fmt_setup(zl_chat_fmt *f, const zl_llm *llm, const char *family_name, const char *template_file,
+                      zl_err *err) {
     memset(f, 0, sizeof *f);
     if (family_name) {
         int t = zl_tpl_from_name(family_name);
@@ -298,11 +297,11 @@ int zl_chat_fmt_setup(zl_chat_fmt *f, const zl_llm *llm, const char *gguf_path, 
     char *src = NULL;
     if (template_file) {
         if (!(src = read_file(template_file, &n, err))) return err ? err->code : ZL_EIO;
-    } else if ((src = zl_tpl_read_gguf(gguf_path))) {
+    } else if ((src = zl_tpl_model_source(llm))) {
         n = strlen(src);
     }
     if (!src) {
-        f->family = zl_tpl_for_arch(gguf_path);
+        f->family = model_family(llm);
         snprintf(f->name, sizeof f->name, "%s (the model has no template)", zl_tpl_name(f->family));
         return 0;
     }

@@ -52,15 +52,16 @@ const char *zl_tpl_name(zl_tpl t);
 char *zl_tpl_render(zl_tpl t, const zl_chat_msg *msgs, int n);
 /* A stop string the family needs beyond the model's end-of-turn token, or NULL. */
 const char *zl_tpl_extra_stop(zl_tpl t);
-/* tokenizer.chat_template of a GGUF file (malloc'd) or NULL. */
-char *zl_tpl_read_gguf(const char *path);
-/* The family for a model without a template, by general.architecture. */
-zl_tpl zl_tpl_for_arch(const char *gguf_path);
+struct zl_llm;
+/* The model's tokenizer.chat_template (malloc'd), or NULL (none, or llm NULL). */
+char *zl_tpl_model_source(const struct zl_llm *llm);
+/* The family for a model without a template, by its general.architecture
+ * (len bytes; NULL: unknown). */
+zl_tpl zl_tpl_for_arch(const char *arch, size_t len);
 
 /* ---------------- what the server renders with ---------------- */
 
 struct zl_jinja;
-struct zl_llm;
 
 typedef struct zl_chat_fmt {
     zl_tpl family;          /* used when jinja is NULL */
@@ -77,8 +78,8 @@ typedef struct zl_chat_fmt {
  * name, else the model's tokenizer.chat_template (one that does not parse
  * falls back to the family its markers suggest, with a warning on stderr),
  * else the family of the model's architecture.  0 or an error code. */
-int zl_chat_fmt_setup(zl_chat_fmt *f, const struct zl_llm *llm, const char *gguf_path, const char *family_name,
-                      const char *template_file, zl_err *err);
+int zl_chat_fmt_setup(zl_chat_fmt *f, const struct zl_llm *llm, const char *family_name, const char *template_file,
+                      zl_err *err);
 /* Jinja source directly (tests): bos/eos text, whether the tokenizer adds them. */
 int zl_chat_fmt_jinja(zl_chat_fmt *f, const char *src, size_t n, const char *bos, const char *eos, int strip_bos,
                       int strip_eos, zl_err *err);

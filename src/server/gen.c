@@ -120,6 +120,7 @@ static void gen_pump(zl_gen *g, int i) {
             size_t len = 0;
             const char *s = zl_stream_feed(c->st, t->id, &len);
             gen_absorb(g, c, s, len);
+            if (c->held_tokens > c->held_peak) c->held_peak = c->held_tokens;
         }
         c->n_read += n;
         if (c->end) return;
@@ -283,8 +284,8 @@ void zl_gen_free(zl_gen *g) {
 void zl_gen_timing_get(zl_gen *g, zl_gen_timing *t) {
     memset(t, 0, sizeof *t);
     for (int i = 0; i < g->n; i++) {
-        zl_job_times jt;
-        zl_job_get_times(g->sched, g->ch[i].job, &jt);
+        zl_job_report jt;
+        zl_job_get_report(g->sched, g->ch[i].job, &jt);
         double prep = jt.t_submit > g->t_start ? jt.t_submit - g->t_start : 0;
         if (prep > t->prep_ms) t->prep_ms = prep;
         double q = jt.t_admit ? jt.t_admit - jt.t_submit : 0;

@@ -69,6 +69,7 @@ typedef struct zl_gen_choice {
     size_t taken;     /* bytes of text handed to the adapter */
     zl_buf held;      /* text held back for stop matching */
     int held_tokens;
+    int held_peak;    /* most tokens held back at once, seen after each token's text */
     zl_job_tok *toks; /* every counted token, for logprobs */
     int n_toks, cap_toks, toks_released, toks_taken;
     zl_gen_end end;

@@ -712,7 +712,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     const char *base = strrchr(o->model_path, '/');
     base = base ? base + 1 : o->model_path;
     snprintf(srv->model_id, sizeof srv->model_id, "%s", o->model_id ? o->model_id : base);
-    int trc = zl_chat_fmt_setup(&srv->tpl, llm, o->model_path, o->chat_template, o->chat_template_file, err);
+    int trc = zl_chat_fmt_setup(&srv->tpl, llm, o->chat_template, o->chat_template_file, err);
     if (trc) { free(srv); return trc; }
     if ((trc = zl_models_setup(srv, err))) { zl_chat_fmt_free(&srv->tpl); free(srv); return trc; }
     /* every thread started from here on inherits the blocked signals; only

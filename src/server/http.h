@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "../engine/session.h"
+#include "../runtime/session.h"
 #include "chat_template.h"
 #include "gen.h"
 #include "jsonv.h"

@@ -134,7 +134,7 @@ static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl
     c->started = (long long)time(NULL);
     snprintf(c->model_id, sizeof c->model_id, "%s", m->id);
     int rc = zl_llm_open(&c->llm, m->path, &home->o.llm_opts, err);
-    if (!rc) rc = zl_chat_fmt_setup(&c->tpl, c->llm, m->path, NULL, NULL, err);
+    if (!rc) rc = zl_chat_fmt_setup(&c->tpl, c->llm, NULL, NULL, err);
     if (!rc) rc = zl_sessions_setup(c, err);
     if (!rc) {
         zl_sched_opts so = home->o.sched;

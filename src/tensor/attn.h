@@ -45,7 +45,7 @@ size_t zl_attn_work_floats(int hd, int rows, int max_len, int with_probs);
 
 typedef void (*zl_attn_fn)(const zl_attn_tile *t);
 
-/* The kernel for ISA level isa (a zl_isa; pass zl_cpu_isa() normally) and
+/* The kernel for ISA level isa (a zl_isa: the level of the caller's kernel table) and
  * head dimension hd: the best level <= isa that handles hd. */
 zl_attn_fn zl_attn_fn_for(int isa, int hd);
 

@@ -434,7 +434,7 @@ static void dot4_f32(const void *w, const void *x, size_t xs, int64_t n, float *
 static void dot4_f16(const void *w, const void *x, size_t xs, int64_t n, float *out) { dot4_float(w, x, xs, n, out, 1); }
 static void dot4_bf16(const void *w, const void *x, size_t xs, int64_t n, float *out) { dot4_float(w, x, xs, n, out, 2); }
 
-zl_dot4_fn zl_dot4_fn_avx2(zl_type t) {
+zl_dot_multi_fn zl_dot4_fn_avx2(zl_type t) {
     switch (t) {
     case ZL_TYPE_F32: return dot4_f32;
     case ZL_TYPE_F16: return dot4_f16;
@@ -649,7 +649,7 @@ zl_quant_fn zl_quant_fn_avx2(zl_type partner) {
 
 zl_dot_fn zl_dot_fn_avx2(zl_type t) { (void)t; return NULL; }
 int zl_prep_kernel_avx2(zl_type t, zl_prep_kernel *out) { (void)t; (void)out; return 0; }
-zl_dot4_fn zl_dot4_fn_avx2(zl_type t) { (void)t; return NULL; }
+zl_dot_multi_fn zl_dot4_fn_avx2(zl_type t) { (void)t; return NULL; }
 zl_quant_fn zl_quant_fn_avx2(zl_type partner) { (void)partner; return NULL; }
 
 #endif

@@ -659,7 +659,7 @@ zl_dot_fn zl_dot_fn_avx512(zl_type t) {
     return zl_dot_fn_avx512_variant(t, zl_cpu_get()->avx512vnni, zl_cpu_get()->avx512vbmi);
 }
 
-zl_dot4_fn zl_dotT_fn_avx512(zl_type t, int T) {
+zl_dot_multi_fn zl_dotT_fn_avx512(zl_type t, int T) {
 #define ZL_PICK_T(base)                                                                           \
     return T == 2 ? base##2 : T == 3 ? base##3 : T == 4 ? base##4 : T == 5 ? base##5 : T == 6 ? base##6 \
          : T == 7 ? base##7 : T == 8 ? base##8 : NULL
@@ -675,7 +675,7 @@ zl_dot4_fn zl_dotT_fn_avx512(zl_type t, int T) {
 #undef ZL_PICK_T
 }
 
-zl_dot4_fn zl_dot4_fn_avx512(zl_type t) { return zl_dotT_fn_avx512(t, 4); }
+zl_dot_multi_fn zl_dot4_fn_avx512(zl_type t) { return zl_dotT_fn_avx512(t, 4); }
 
 #define ZL_SET_T(out, base, vbmi)                                        \
     do {                                                                  \
@@ -833,8 +833,8 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
     return 0;
 }
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out) { (void)t; (void)out; return 0; }
-zl_dot4_fn zl_dot4_fn_avx512(zl_type t) { (void)t; return NULL; }
-zl_dot4_fn zl_dotT_fn_avx512(zl_type t, int T) { (void)t; (void)T; return NULL; }
+zl_dot_multi_fn zl_dot4_fn_avx512(zl_type t) { (void)t; return NULL; }
+zl_dot_multi_fn zl_dotT_fn_avx512(zl_type t, int T) { (void)t; (void)T; return NULL; }
 zl_quant_fn zl_quant_fn_avx512(zl_type partner) { (void)partner; return NULL; }
 
 #endif

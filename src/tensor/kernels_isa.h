@@ -15,9 +15,10 @@
 /* dot(weight row of type t, activation row in zl_dot_partner(t)), n elements. */
 typedef float (*zl_dot_fn)(const void *w, const void *x, int64_t n);
 
-/* out[t] = dot(w, row t of x) for t < 4, the activation rows xstride bytes
- * apart: prefill meets each weight row with four tokens at once. */
-typedef void (*zl_dot4_fn)(const void *w, const void *x, size_t xstride, int64_t n, float *out);
+/* out[t] = dot(w, row t of x) for t < T, the activation rows xstride bytes
+ * apart, where T (2..8) is fixed by the kernel handed out: prefill and
+ * batched decode meet each weight row with several tokens at once. */
+typedef void (*zl_dot_multi_fn)(const void *w, const void *x, size_t xstride, int64_t n, float *out);
 
 /* Scalar reference (never NULL for a supported weight type). */
 zl_dot_fn zl_dot_fn_ref(zl_type t);
@@ -28,11 +29,11 @@ zl_dot_fn zl_dot_fn_avx512(zl_type t);
  * reports: for tests, which must only call what the CPU can run. */
 zl_dot_fn zl_dot_fn_avx512_variant(zl_type t, int vnni, int vbmi);
 /* Four-token kernels over plain partner rows (NULL where none). */
-zl_dot4_fn zl_dot4_fn_avx512(zl_type t);
-zl_dot4_fn zl_dot4_fn_avx2(zl_type t);
+zl_dot_multi_fn zl_dot4_fn_avx512(zl_type t);
+zl_dot_multi_fn zl_dot4_fn_avx2(zl_type t);
 /* T tokens at once over plain partner rows, T = 2..8 (NULL where none); each
  * token's result is bit-identical to the same level's one-token kernel. */
-zl_dot4_fn zl_dotT_fn_avx512(zl_type t, int T);
+zl_dot_multi_fn zl_dotT_fn_avx512(zl_type t, int T);
 
 /* A kernel over a "prepared" activation row: the dot partner rearranged
  * once per matmul call into the layout that kernel reads fastest, so the
@@ -41,8 +42,8 @@ typedef struct zl_prep_kernel {
     size_t (*size)(int64_t n);                         /* bytes of a prepared row */
     void (*prep)(const void *xq, void *xp, int64_t n); /* partner row -> prepared */
     zl_dot_fn dot;                                     /* dot(weight row, prepared row, n) */
-    zl_dot4_fn dot4;                                   /* four prepared rows at once, or NULL */
-    zl_dot4_fn dot2, dot3, dot5, dot6, dot7, dot8;     /* 2, 3, 5..8 rows at once, or NULL */
+    zl_dot_multi_fn dot4;                              /* four prepared rows at once, or NULL */
+    zl_dot_multi_fn dot2, dot3, dot5, dot6, dot7, dot8; /* 2, 3, 5..8 rows at once, or NULL */
 } zl_prep_kernel;
 /* Every multi-row kernel gives each row exactly the result dot() gives it:
  * a token's numbers never depend on how many tokens share the call. */

@@ -16,9 +16,12 @@
  * plain partner format.
  *
  * Dispatch is a pure function of (ISA level, type): the per-ISA files hand
- * out their kernel or NULL, and the scalar reference fills the gaps.  This
- * module never allocates except by growing the caller's zl_work. */
+ * out their kernel or NULL, and the scalar reference fills the gaps.  The
+ * choice is made once per level into an immutable table (zl_kernels) that
+ * callers pass in; nothing here reads a process-wide level at call time.
+ * This module never allocates except by growing the caller's zl_work. */
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +66,7 @@ static zl_dot_fn pick_dot(int isa, zl_type t) {
 }
 
 /* A four-token kernel only where the single-token one comes from the same level. */
-static zl_dot4_fn pick_dot4(int isa, zl_type t) {
+static zl_dot_multi_fn pick_dot4(int isa, zl_type t) {
     if (isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512) && zl_dot_fn_avx512(t)) return zl_dot4_fn_avx512(t);
     if (isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && zl_dot_fn_avx2(t)) return zl_dot4_fn_avx2(t);
     return NULL;
@@ -82,7 +85,7 @@ float zl_vec_dot_isa(int isa, zl_type t, const void *wrow, const void *xrow, int
 }
 
 float zl_vec_dot(zl_type t, const void *wrow, const void *xrow, int64_t n) {
-    return zl_vec_dot_isa(zl_cpu_isa(), t, wrow, xrow, n);
+    return zl_vec_dot_isa(zl_cpu_max_isa(), t, wrow, xrow, n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -92,7 +95,7 @@ float zl_vec_dot(zl_type t, const void *wrow, const void *xrow, int64_t n) {
 typedef struct {
     const zl_mat *W;
     zl_dot_fn dot;
-    zl_dot4_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2..8), or NULL */
+    zl_dot_multi_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2..8), or NULL */
     const uint8_t *xq;
     size_t xq_stride;
     float *y;
@@ -143,7 +146,7 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
     int t = 0;
     for (int wi = 0; wi < 7; wi++) {
         const int k = widths[wi];
-        zl_dot4_fn f = p->dotk[k];
+        zl_dot_multi_fn f = p->dotk[k];
         if (!f) continue;
         for (; t + k <= n_tok; t += k) {
             const int pf = pf_batch && t == 0;
@@ -226,21 +229,26 @@ static void quant_rows(void *ctx, int ith, int nth) {
  * a dispatch costs more than the work. */
 #define ZL_QUANT_PARALLEL_MIN 4
 
-typedef struct { /* how one weight type reads its input */
-    zl_dot_fn dot;
-    zl_dot4_fn dotk[9];
+typedef struct { /* how one weight type reads its input at one level */
+    zl_dot_fn dot; /* NULL: the type has no kernel */
+    zl_dot_multi_fn dotk[9];
     zl_type partner;
+    zl_quant_fn quant; /* NULL: the reference quantiser */
     int prep;
     zl_prep_kernel pk;
-    size_t qstride, pstride; /* 0 when the input is read as f32 */
-} mm_plan;
+} mm_kern;
 
-static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
+struct zl_kernels {
+    zl_isa isa;
+    mm_kern type[ZL_TYPE_COUNT];
+};
+
+static void kern_fill(int isa, zl_type t, mm_kern *pl) {
     memset(pl, 0, sizeof *pl);
+    if (!zl_type_traits_of(t)->name) return;
     pl->partner = zl_dot_partner(t);
     pl->dot = pick_dot(isa, t);
-    size_t xrow = zl_row_size(pl->partner, cols);
-    if (!pl->dot || !xrow || zl_row_size(t, cols) == 0) return 0;
+    if (!pl->dot) return;
     int avx512 = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512);
     pl->dotk[4] = pick_dot4(isa, t);
     if (avx512 && zl_dot_fn_avx512(t) && pl->dotk[4] && zl_dotT_fn_avx512(t, 4) == pl->dotk[4]) {
@@ -248,13 +256,12 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
         pl->dotk[3] = zl_dotT_fn_avx512(t, 3);
         for (int k = 5; k <= 8; k++) pl->dotk[k] = zl_dotT_fn_avx512(t, k);
     }
-    if (pl->partner == ZL_TYPE_F32) return 1;
+    if (pl->partner == ZL_TYPE_F32) return;
+    pl->quant = pick_quant(isa, pl->partner);
     pl->prep = avx512 && zl_prep_kernel_avx512(t, &pl->pk);
     if (!pl->prep && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(t)))
         pl->prep = zl_prep_kernel_avx2(t, &pl->pk);
-    pl->qstride = round_up(xrow, ZL_WORK_ALIGN);
     if (pl->prep) {
-        pl->pstride = round_up(pl->pk.size(cols), ZL_WORK_ALIGN);
         pl->dot = pl->pk.dot;
         pl->dotk[2] = pl->pk.dot2;
         pl->dotk[3] = pl->pk.dot3;
@@ -264,6 +271,39 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
         pl->dotk[7] = pl->pk.dot7;
         pl->dotk[8] = pl->pk.dot8;
     }
+}
+
+static zl_kernels g_tables[ZL_ISA_AVX512 + 1]; /* written once, in tables_fill */
+static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
+
+static void tables_fill(void) {
+    for (int isa = ZL_ISA_SCALAR; isa <= (int)zl_cpu_max_isa(); isa++) {
+        g_tables[isa].isa = (zl_isa)isa;
+        for (int t = 0; t < ZL_TYPE_COUNT; t++) kern_fill(isa, (zl_type)t, &g_tables[isa].type[t]);
+    }
+}
+
+const zl_kernels *zl_kernels_for(zl_isa isa) {
+    pthread_once(&g_tables_once, tables_fill);
+    return &g_tables[zl_cpu_cap_isa(isa)];
+}
+
+zl_isa zl_kernels_isa(const zl_kernels *k) { return k->isa; }
+
+typedef struct { /* one weight type's kernels and the scratch layout of one call */
+    const mm_kern *k;
+    size_t qstride, pstride; /* 0 when the input is read as f32 */
+} mm_plan;
+
+static int plan_type(const zl_kernels *ks, zl_type t, int64_t cols, mm_plan *pl) {
+    memset(pl, 0, sizeof *pl);
+    if ((unsigned)t >= ZL_TYPE_COUNT) return 0;
+    pl->k = &ks->type[t];
+    size_t xrow = zl_row_size(pl->k->partner, cols);
+    if (!pl->k->dot || !xrow || zl_row_size(t, cols) == 0) return 0;
+    if (pl->k->partner == ZL_TYPE_F32) return 1;
+    pl->qstride = round_up(xrow, ZL_WORK_ALIGN);
+    if (pl->k->prep) pl->pstride = round_up(pl->k->pk.size(cols), ZL_WORK_ALIGN);
     return 1;
 }
 
@@ -271,9 +311,8 @@ static int plan_type(int isa, zl_type t, int64_t cols, mm_plan *pl) {
  * input is quantised (and prepared) once per weight type, then one dispatch
  * covers every row of every matrix.  Returns 0 (and touches nothing) when a
  * type is unsupported or scratch cannot be had. */
-static int matmul_run(const zl_mat *const *W, int nm, const float *x, int64_t ldx, int n_tok, float *const *y,
-                      const int64_t *ldy, zl_pool *pool, zl_work *work) {
-    int isa = zl_cpu_isa();
+static int matmul_run(const zl_kernels *ks, const zl_mat *const *W, int nm, const float *x, int64_t ldx, int n_tok,
+                      float *const *y, const int64_t *ldy, zl_pool *pool, zl_work *work) {
     mm_plan plan[ZL_MULTI_MAX];
     int same_as[ZL_MULTI_MAX];
     size_t off[ZL_MULTI_MAX], need = 0;
@@ -283,7 +322,7 @@ static int matmul_run(const zl_mat *const *W, int nm, const float *x, int64_t ld
             if (W[i]->type == W[k]->type && W[i]->cols == W[k]->cols) { same_as[k] = i; break; }
         off[k] = need;
         if (same_as[k] >= 0) continue;
-        if (!plan_type(isa, W[k]->type, W[k]->cols, &plan[k])) return 0;
+        if (!plan_type(ks, W[k]->type, W[k]->cols, &plan[k])) return 0;
         need += (plan[k].qstride + plan[k].pstride) * (size_t)n_tok;
     }
     uint8_t *buf = need ? work_reserve(work, need) : NULL;
@@ -301,48 +340,49 @@ static int matmul_run(const zl_mat *const *W, int nm, const float *x, int64_t ld
         mm_part *p = &j.m[k];
         const int src = same_as[k] >= 0 ? same_as[k] : k;
         const mm_plan *pl = &plan[src];
+        const mm_kern *kn = pl->k;
         p->W = W[k];
         p->y = y[k];
         p->ldy = ldy[k];
-        p->dot = pl->dot;
-        memcpy(p->dotk, pl->dotk, sizeof p->dotk);
+        p->dot = kn->dot;
+        memcpy(p->dotk, kn->dotk, sizeof p->dotk);
         if (same_as[k] >= 0) {
             p->xq = j.m[src].xq;
             p->xq_stride = j.m[src].xq_stride;
             continue;
         }
-        if (pl->partner == ZL_TYPE_F32) {
+        if (kn->partner == ZL_TYPE_F32) {
             p->xq = (const uint8_t *)x;
             p->xq_stride = (size_t)ldx * sizeof(float);
             continue;
         }
         uint8_t *q = buf + off[k], *pb = q + pl->qstride * (size_t)n_tok;
-        quant_job qj = {x, ldx, W[k]->cols, n_tok, pl->partner, pick_quant(isa, pl->partner), q, pl->qstride,
-                        pl->prep ? pl->pk.prep : NULL, pb, pl->pstride};
+        quant_job qj = {x, ldx, W[k]->cols, n_tok, kn->partner, kn->quant, q, pl->qstride,
+                        kn->prep ? kn->pk.prep : NULL, pb, pl->pstride};
         if (n_tok >= ZL_QUANT_PARALLEL_MIN && pool) zl_pool_run(pool, quant_rows, &qj);
         else quant_rows(&qj, 0, 1);
-        p->xq = pl->prep ? pb : q;
-        p->xq_stride = pl->prep ? pl->pstride : pl->qstride;
+        p->xq = kn->prep ? pb : q;
+        p->xq_stride = kn->prep ? pl->pstride : pl->qstride;
     }
     zl_pool_run(pool, mm_rows, &j);
     return 1;
 }
 
-void zl_matmul(const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy,
+void zl_matmul(const zl_kernels *k, const zl_mat *W, const float *x, int64_t ldx, int n_tok, float *y, int64_t ldy,
                zl_pool *pool, zl_work *work) {
     if (n_tok <= 0 || W->rows <= 0) return;
     if (!work) { /* no scratch from the caller: a temporary one */
         zl_work tmp = {0};
-        zl_matmul(W, x, ldx, n_tok, y, ldy, pool, &tmp);
+        zl_matmul(k, W, x, ldx, n_tok, y, ldy, pool, &tmp);
         zl_work_free(&tmp);
         return;
     }
-    if (matmul_run(&W, 1, x, ldx, n_tok, &y, &ldy, pool, work)) return;
+    if (matmul_run(k, &W, 1, x, ldx, n_tok, &y, &ldy, pool, work)) return;
     for (int t = 0; t < n_tok; t++)
         for (int64_t r = 0; r < W->rows; r++) y[(int64_t)t * ldy + r] = NAN;
 }
 
-void zl_matmul_multi(const zl_mat *const *W, int nm, const float *x, int n_tok, float *const *y, zl_pool *pool,
+void zl_matmul_multi(const zl_kernels *ks, const zl_mat *const *W, int nm, const float *x, int n_tok, float *const *y, zl_pool *pool,
                      zl_work *work) {
     if (nm <= 0 || n_tok <= 0) return;
     int64_t ldy[ZL_MULTI_MAX];
@@ -351,6 +391,6 @@ void zl_matmul_multi(const zl_mat *const *W, int nm, const float *x, int n_tok, 
         ldy[k] = W[k]->rows;
         ok = W[k]->cols == W[0]->cols;
     }
-    if (ok && matmul_run(W, nm, x, W[0]->cols, n_tok, y, ldy, pool, work)) return;
-    for (int k = 0; k < nm; k++) zl_matmul(W[k], x, W[k]->cols, n_tok, y[k], W[k]->rows, pool, work);
+    if (ok && matmul_run(ks, W, nm, x, W[0]->cols, n_tok, y, ldy, pool, work)) return;
+    for (int k = 0; k < nm; k++) zl_matmul(ks, W[k], x, W[k]->cols, n_tok, y[k], W[k]->rows, pool, work);
 }

@@ -18,9 +18,11 @@ const CTX = 256;
 const FIXTURES = fileURLToPath(new URL('../fixtures/', import.meta.url));
 
 const servers = [];
-async function startServer(args) {
+// stepMs: slow every engine step (ZL_TEST_STEP_MS, a knob of the test build's binary only)
+async function startServer(args, { stepMs } = {}) {
   const full = ['serve', '--port', '0', '-t', '1', '--ctx', String(CTX), ...(MODEL ? ['-m', MODEL] : []), ...args];
-  const p = spawn(BIN, full, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const env = stepMs === undefined ? process.env : { ...process.env, ZL_TEST_STEP_MS: String(stepMs) };
+  const p = spawn(BIN, full, { stdio: ['ignore', 'ignore', 'pipe'], env });
   let log = '';
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 30000);
@@ -285,7 +287,7 @@ const STREAM_PROMPTS = [
 
 await check('concurrent greedy streams inside one batch: validation on gives exactly the tokens of validation off', async () => {
   // a slow step makes the eight streams share every forward
-  const s3 = await startServer(['--parallel', '8', '--debug-step-ms', '3']);
+  const s3 = await startServer(['--parallel', '8'], { stepMs: 3 });
   const client = new OpenAI({ baseURL: s3.url + '/v1', apiKey: 'none', maxRetries: 0 });
   const body = (prompt) => ({ model: 'm', prompt, max_tokens: 64, temperature: 0 });
   const ref = await Promise.all(STREAM_PROMPTS.map((p) => streamed(client, body(p), { 'X-Zerolayer-Validation': 'off' })));

@@ -15,9 +15,11 @@ const MODEL = process.argv[3];
 if (!BIN) { console.error('usage: node run.mjs ZEROLAYER_BINARY [MODEL]'); process.exit(2); }
 
 const servers = [];
-async function startServer(args) {
+// stepMs: slow every engine step (ZL_TEST_STEP_MS, a knob of the test build's binary only)
+async function startServer(args, { stepMs } = {}) {
   const full = ['serve', '--port', '0', '-t', '1', ...(MODEL ? ['-m', MODEL] : []), ...args];
-  const p = spawn(BIN, full, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const env = stepMs === undefined ? process.env : { ...process.env, ZL_TEST_STEP_MS: String(stepMs) };
+  const p = spawn(BIN, full, { stdio: ['ignore', 'ignore', 'pipe'], env });
   servers.push(p);
   let log = '';
   const port = await new Promise((resolve, reject) => {
@@ -79,7 +81,7 @@ function rawStream(url, path, body, headers = {}) {
 }
 
 const A = await startServer(['--parallel', '16', '--ctx', '512', '--max-body', '65536']);
-const B = await startServer(['--parallel', '1', '--queue', '1', '--debug-step-ms', '20', '--ctx', '512']);
+const B = await startServer(['--parallel', '1', '--queue', '1', '--ctx', '512'], { stepMs: 20 });
 const C = await startServer(['--api-key', 'sekret', '--api-key', 'other-key']);
 try {
   const oai = new OpenAI({ baseURL: A.url + '/v1', apiKey: 'unused', maxRetries: 0 });

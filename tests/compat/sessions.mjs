@@ -14,9 +14,11 @@ const MODEL = process.argv[3];
 if (!BIN) { console.error('usage: node sessions.mjs ZEROLAYER_BINARY [MODEL]'); process.exit(2); }
 
 const servers = [];
-async function startServer(args) {
+// stepMs: slow every engine step (ZL_TEST_STEP_MS, a knob of the test build's binary only)
+async function startServer(args, { stepMs } = {}) {
   const full = ['serve', '--port', '0', '-t', '1', '--ctx', '512', ...(MODEL ? ['-m', MODEL] : []), ...args];
-  const p = spawn(BIN, full, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const env = stepMs === undefined ? process.env : { ...process.env, ZL_TEST_STEP_MS: String(stepMs) };
+  const p = spawn(BIN, full, { stdio: ['ignore', 'ignore', 'pipe'], env });
   let log = '';
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 30000);
@@ -65,7 +67,7 @@ const REF = await startServer(['--prefix-cache-mb', '0']);
 const A = await startServer(['--parallel', '4']);
 const KEYS = Array.from({ length: 8 }, (_, i) => `tenant-key-${i}`);
 const K = await startServer(['--parallel', '8', ...KEYS.flatMap((k) => ['--api-key', k])]);
-const T = await startServer(['--session-ttl', '1', '--prefill-idle', '1', '--debug-step-ms', '40', '--sessions-per-tenant', '2']);
+const T = await startServer(['--session-ttl', '1', '--prefill-idle', '1', '--sessions-per-tenant', '2'], { stepMs: 40 });
 const E = await startServer(['--session-kv-mb', '1']);
 
 const SYS = 'You are a storyteller. You tell short stories about animals, friends and the sun. Keep every story kind and simple.';

@@ -117,4 +117,9 @@ printf 'GGUF\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00
 expect_err "synth vocabulary without tokens" "tokenizer.ggml.tokens" "$ZL" synth --vocab-from "$tmp/empty.gguf" --dim 64 --ffn 64 --layers 1 --heads 2 -o "$tmp/o.gguf"
 t "no synth output after failures" test ! -e "$tmp/o.gguf" -a ! -e "$tmp/o.gguf.tmp"
 
+# test hooks are not user flags: the installed binary has no --debug-step-ms
+"$ZL" serve --port 0 --debug-step-ms 5 -m "$STORIES" >/dev/null 2>"$tmp/err"; rc=$?
+t "serve refuses the test-only --debug-step-ms" test $rc -ne 0
+t "  and says it is unknown" grep -qF "unknown option '--debug-step-ms'" "$tmp/err"
+
 exit $fail

@@ -3,6 +3,7 @@
 # `zerolayer serve` (tests/compat/controls.mjs).  usage: server_controls.sh BIN ROOT
 # Skipped (exit 77) when the npm clients are not installed (make sdks).
 # labels: npm
+# needs: test-hooks (ZL_TEST_STEP_MS)
 set -euo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

@@ -40,12 +40,14 @@ servers = []
 failed = 0
 
 
-def start(args):
+def start(args, step_ms=None):
+    """step_ms: slow every engine step (ZL_TEST_STEP_MS, a knob of the test build's binary only)"""
     if os.environ.get("HOSTILE_OLD"):  # run against a build without the new flags (to show the checks fail)
         new = {"--idle-timeout", "--conns-per-ip", "--max-conns", "--batch-retention", "--batches-per-tenant"}
         args = [a for i, a in enumerate(args) if a not in new and (i == 0 or args[i - 1] not in new)]
     cmd = [BIN, "serve", "--port", "0", "-t", "1", "--ctx", "256", "-m", MODEL] + args
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ, ZL_TEST_STEP_MS=str(step_ms)) if step_ms is not None else None
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     servers.append(p)
     log = ""
     deadline = time.time() + 30
@@ -136,8 +138,8 @@ def expect(cond, msg):
 KA, KB = "key-alpha-0123456789", "key-beta-9876543210"
 A = start(["--api-key", KA, "--api-key", KB, "--max-body", "65536", "--idle-timeout", "3",
            "--conns-per-ip", "64", "--max-conns", "512"])
-B = start(["--batch-retention", "2", "--batches-per-tenant", "2", "--debug-step-ms", "20"])
-C = start(["--idle-timeout", "2", "--debug-step-ms", "2500", "--parallel", "2"])
+B = start(["--batch-retention", "2", "--batches-per-tenant", "2"], step_ms=20)
+C = start(["--idle-timeout", "2", "--parallel", "2"], step_ms=2500)
 HA = {"x-api-key": KA, "anthropic-version": "2023-06-01"}
 HB = {"x-api-key": KB, "anthropic-version": "2023-06-01"}
 

@@ -25,7 +25,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (zl_llm_open(&srv.llm, path, &lo, &err)) abort();
     zl_sched_opts so = {.n_parallel = 1, .max_queue = 1, .n_ctx = 256, .step_tokens = 64};
     if (zl_sched_new(&srv.sched, srv.llm, &so, &err)) abort();
-    if (zl_chat_fmt_setup(&srv.tpl, srv.llm, path, NULL, NULL, &err)) abort();
+    if (zl_chat_fmt_setup(&srv.tpl, srv.llm, NULL, NULL, &err)) abort();
     srv.o.max_body = 1 << 20;
     return 0;
 }

@@ -129,7 +129,7 @@ static inline double fid_lse(const float *l, int nv) {
 
 static inline zl_llm *fid_open(const char *model) {
     zl_err err = {0};
-    zl_llm_opts lo = {2, 0, 0, 0, 0, 0};
+    zl_llm_opts lo = {2, 0, 0, 0, 0, 0, NULL};
     zl_llm *llm = NULL;
     cr_assert_eq(zl_llm_open(&llm, zl_real_model(model), &lo, &err), 0, "%s", err.msg);
     return llm;

@@ -50,12 +50,7 @@ static double zl_rk_abs_dot(zl_type t, const void *w, zl_type p, const void *xq,
     return s;
 }
 
-static int zl_rk_top_isa(void) {
-    zl_isa cur = zl_cpu_isa();
-    zl_isa top = zl_cpu_set_isa(ZL_ISA_AVX512);
-    zl_cpu_set_isa(cur);
-    return top;
-}
+static int zl_rk_top_isa(void) { return zl_cpu_max_isa(); }
 
 /* Runs the checks on every quantised 2-D tensor of model `name`; seen[t]
  * counts the tensors of each type. */
@@ -65,7 +60,6 @@ static void zl_rk_check_model(const char *name, int seen[ZL_TYPE_COUNT]) {
     zl_err err = {0};
     cr_assert(zl_gguf_open(&g, zl_real_model(name), NULL, &err) == 0, "open %s", name);
     const int top = zl_rk_top_isa();
-    const zl_isa saved = zl_cpu_isa();
     zl_pool *pool = zl_pool_new(2);
     zl_work work = {0};
     for (uint64_t i = 0; i < g->n_tensors; i++) {
@@ -101,10 +95,10 @@ static void zl_rk_check_model(const char *name, int seen[ZL_TYPE_COUNT]) {
         float *y = malloc(sizeof(float) * (size_t)(nr * NT)), *y1 = malloc(sizeof(float) * (size_t)(nr * NT));
         for (int isa = ZL_ISA_AVX2; isa <= top; isa++) {
             if (isa != ZL_ISA_AVX2 && isa != top) continue;
-            zl_cpu_set_isa((zl_isa)isa);
-            for (int k = 0; k < NT; k++) zl_matmul(&W, x + k * cols, cols, 1, y1 + k * nr, nr, pool, &work);
+            const zl_kernels *ks = zl_kernels_for((zl_isa)isa);
+            for (int k = 0; k < NT; k++) zl_matmul(ks, &W, x + k * cols, cols, 1, y1 + k * nr, nr, pool, &work);
             for (int nt = 2; nt <= NT; nt += (nt < 9 ? 1 : 2)) {
-                zl_matmul(&W, x, cols, nt, y, nr, pool, &work);
+                zl_matmul(ks, &W, x, cols, nt, y, nr, pool, &work);
                 for (int k = 0; k < nt; k++)
                     for (int64_t r = 0; r < nr; r++)
                         ZL_RK_REQUIRE(memcmp(&y[k * nr + r], &y1[k * nr + r], sizeof(float)) == 0,
@@ -121,7 +115,6 @@ static void zl_rk_check_model(const char *name, int seen[ZL_TYPE_COUNT]) {
                               name, tname, zl_isa_name(isa), (long)r, y1[r], want);
             }
         }
-        zl_cpu_set_isa(saved);
         free(y);
         free(y1);
         free(x);

@@ -22,7 +22,7 @@
 
 static zl_llm *open_llm(void) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
     return llm;
@@ -210,7 +210,7 @@ Test(embedding, pooling_type_from_the_file) {
     for (uint32_t v = 0; v < 5; v++) {
         write_with_pooling(path, v);
         zl_err err = {0};
-        zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+        zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
         zl_llm *llm;
         cr_assert_eq(zl_llm_open(&llm, path, &lo, &err), 0, "%s", err.msg);
         cr_assert_eq(zl_llm_pooling(llm), want[v], "pooling_type %u -> %d, not %d", v, zl_llm_pooling(llm), want[v]);

@@ -1,10 +1,10 @@
-/* test_gguf.c — the GGUF reader and writers, and everything above them, on
+/* test_gguf.c — the GGUF reader and writer, and everything above them, on
  * good and hostile files.
  *
  * Round trips: every metadata value type (scalars, arrays of each element
  * type, string arrays with empty strings) and tensors of several types and
- * odd sizes through zl_gguf_write and the streaming writer (whose output must
- * be byte-identical).  Hostile input: a small valid file truncated at every
+ * odd sizes through zl_gguf_write and through the writer's streaming calls
+ * (whose output must be byte-identical).  Hostile input: a small valid file truncated at every
  * byte, thousands of seeded random byte flips, and hand-built headers with
  * absurd counts and lengths, bad magic/version, bad dimensions, types,
  * offsets and duplicates; each targeted case must fail with its own message.
@@ -293,16 +293,16 @@ Test(gguf, scalar_types_without_setters_round_trip_through_copy_kv, .init = make
     cr_assert_eq(zl_gguf_open_mem(&g, b.p, b.n, &err), 0, "%s", err.msg);
     cr_assert_eq(g->version, 2);
     zl_gguf_writer *w = zl_gguf_writer_new();
-    zl_gguf_stream *s = zl_gguf_stream_new();
+    zl_gguf_writer *s = zl_gguf_writer_new();
     for (uint64_t i = 0; i < g->n_kv; i++) {
         cr_assert_eq(zl_gguf_copy_kv(w, &g->kv[i]), 0);
-        cr_assert_eq(zl_gguf_stream_copy_kv(s, &g->kv[i]), 0);
+        cr_assert_eq(zl_gguf_copy_kv(s, &g->kv[i]), 0);
     }
     cr_assert_eq(zl_gguf_write(w, tmp_path("a.gguf"), &err), 0, "%s", err.msg);
-    cr_assert_eq(zl_gguf_stream_begin(s, tmp_path("b.gguf"), &err), 0, "%s", err.msg);
-    cr_assert_eq(zl_gguf_stream_finish(s, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_gguf_write_begin(s, tmp_path("b.gguf"), &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_gguf_write_finish(s, &err), 0, "%s", err.msg);
     zl_gguf_writer_free(w);
-    zl_gguf_stream_free(s);
+    zl_gguf_writer_free(s);
     zl_gguf_close(g);
     free(b.p);
     for (int k = 0; k < 2; k++) {
@@ -322,7 +322,7 @@ Test(gguf, scalar_types_without_setters_round_trip_through_copy_kv, .init = make
     }
 }
 
-Test(gguf, stream_writer_matches_the_writer_byte_for_byte, .init = make_tmp_dir, .fini = rm_tmp_dir) {
+Test(gguf, streamed_data_gives_the_same_bytes_as_a_whole_write, .init = make_tmp_dir, .fini = rm_tmp_dir) {
     uint16_t f16data[64];
     zl_block_q8_0 q8[2];
     float row[64];
@@ -333,64 +333,76 @@ Test(gguf, stream_writer_matches_the_writer_byte_for_byte, .init = make_tmp_dir,
     zl_gguf_writer_free(w);
     zl_gguf *g;
     cr_assert_eq(zl_gguf_open(&g, pa, NULL, &err), 0, "%s", err.msg);
-    zl_gguf_stream *s = zl_gguf_stream_new();
-    for (uint64_t i = 0; i < g->n_kv; i++) cr_assert_eq(zl_gguf_stream_copy_kv(s, &g->kv[i]), 0);
+    zl_gguf_writer *s = zl_gguf_writer_new();
+    for (uint64_t i = 0; i < g->n_kv; i++) cr_assert_eq(zl_gguf_copy_kv(s, &g->kv[i]), 0);
     char nm[64];
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const zl_gguf_tensor *t = &g->tensors[i];
-        cr_assert_eq(zl_gguf_stream_add_tensor(s, zl_str_copy(t->name, nm, sizeof nm), t->type, t->n_dims, t->ne), 0);
-        cr_assert_eq(zl_gguf_stream_tensor_bytes(s, i), t->nbytes);
+        cr_assert_eq(zl_gguf_declare_tensor(s, zl_str_copy(t->name, nm, sizeof nm), t->type, t->n_dims, t->ne), 0);
+        cr_assert_eq(zl_gguf_writer_tensor_bytes(s, i), t->nbytes);
     }
-    cr_assert_eq(zl_gguf_stream_begin(s, pb, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_gguf_write_begin(s, pb, &err), 0, "%s", err.msg);
     /* pieces of every size, some spanning tensor boundaries */
     bytes all = {0};
     for (uint64_t i = 0; i < g->n_tensors; i++) put(&all, g->tensors[i].data, g->tensors[i].nbytes);
     for (size_t off = 0, step = 1; off < all.n; off += step, step = step * 3 % 41 + 1) {
         size_t k = off + step > all.n ? all.n - off : step;
-        cr_assert_eq(zl_gguf_stream_write(s, all.p + off, k, &err), 0, "%s", err.msg);
+        cr_assert_eq(zl_gguf_write_data(s, all.p + off, k, &err), 0, "%s", err.msg);
     }
-    cr_assert_eq(zl_gguf_stream_finish(s, &err), 0, "%s", err.msg);
-    zl_gguf_stream_free(s);
+    cr_assert_eq(zl_gguf_write_finish(s, &err), 0, "%s", err.msg);
+    zl_gguf_writer_free(s);
     zl_gguf_close(g);
     free(all.p);
     size_t na, nb;
     uint8_t *a = read_file(pa, &na), *b = read_file(pb, &nb);
     cr_assert_eq(na, nb);
-    cr_assert_eq(memcmp(a, b, na), 0, "stream output differs from zl_gguf_write output");
+    cr_assert_eq(memcmp(a, b, na), 0, "streamed output differs from zl_gguf_write output");
     free(a);
     free(b);
 }
 
-Test(gguf, stream_writer_rejects_misuse_and_leaves_no_file, .init = make_tmp_dir, .fini = rm_tmp_dir) {
+Test(gguf, writer_rejects_misuse_and_leaves_no_file, .init = make_tmp_dir, .fini = rm_tmp_dir) {
     zl_err err = {0};
-    zl_gguf_stream *s = zl_gguf_stream_new();
+    zl_gguf_writer *s = zl_gguf_writer_new();
     int64_t ne[2] = {32, 2}, bad[2] = {33, 2};
-    cr_assert_eq(zl_gguf_stream_add_tensor(s, "x", ZL_TYPE_Q8_0, 2, bad), ZL_EINVAL, "33 is not a Q8_0 row");
-    cr_assert_eq(zl_gguf_stream_add_tensor(s, "x", ZL_TYPE_F32, 0, ne), ZL_EINVAL);
-    cr_assert_eq(zl_gguf_stream_add_tensor(s, "x", ZL_TYPE_F32, 2, ne), 0);
-    cr_assert_neq(zl_gguf_stream_write(s, "x", 1, &err), 0);
+    cr_assert_eq(zl_gguf_declare_tensor(s, "x", ZL_TYPE_Q8_0, 2, bad), ZL_EINVAL, "33 is not a Q8_0 row");
+    cr_assert_eq(zl_gguf_declare_tensor(s, "x", ZL_TYPE_F32, 0, ne), ZL_EINVAL);
+    cr_assert_eq(zl_gguf_declare_tensor(s, "x", ZL_TYPE_F32, 2, ne), 0);
+    cr_assert_neq(zl_gguf_write_data(s, "x", 1, &err), 0);
     cr_assert(strstr(err.msg, "not started"));
-    cr_assert_eq(zl_gguf_stream_begin(s, tmp_path("m.gguf"), &err), 0, "%s", err.msg);
-    cr_assert_eq(zl_gguf_stream_set_u32(s, "late", 1), ZL_EINVAL, "metadata after begin");
+    cr_assert_eq(zl_gguf_write_begin(s, tmp_path("m.gguf"), &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_gguf_set_u32(s, "late", 1), ZL_EINVAL, "metadata after begin");
     float data[65] = {0};
-    cr_assert_eq(zl_gguf_stream_write(s, data, 100, &err), 0);
-    cr_assert_neq(zl_gguf_stream_finish(s, &err), 0);
+    cr_assert_eq(zl_gguf_write_data(s, data, 100, &err), 0);
+    cr_assert_neq(zl_gguf_write_finish(s, &err), 0);
     cr_assert(strstr(err.msg, "received 100 of its 256 bytes"), "%s", err.msg);
-    zl_gguf_stream_free(s);
+    zl_gguf_writer_free(s);
 
-    s = zl_gguf_stream_new();
-    cr_assert_eq(zl_gguf_stream_add_tensor(s, "x", ZL_TYPE_F32, 2, ne), 0);
-    cr_assert_eq(zl_gguf_stream_begin(s, tmp_path("m.gguf"), &err), 0, "%s", err.msg);
-    cr_assert_neq(zl_gguf_stream_write(s, data, sizeof data, &err), 0);
+    s = zl_gguf_writer_new();
+    cr_assert_eq(zl_gguf_declare_tensor(s, "x", ZL_TYPE_F32, 2, ne), 0);
+    cr_assert_eq(zl_gguf_write_begin(s, tmp_path("m.gguf"), &err), 0, "%s", err.msg);
+    cr_assert_neq(zl_gguf_write_data(s, data, sizeof data, &err), 0);
     cr_assert(strstr(err.msg, "more tensor data"), "%s", err.msg);
-    zl_gguf_stream_free(s); /* abandoned: removes the temporary file */
+    zl_gguf_writer_free(s); /* abandoned: removes the temporary file */
     cr_assert_neq(access(tmp_path("m.gguf"), F_OK), 0);
     cr_assert_neq(access(tmp_path("m.gguf.tmp"), F_OK), 0);
 
-    s = zl_gguf_stream_new();
-    cr_assert_neq(zl_gguf_stream_begin(s, "/nonexistent-dir/x.gguf", &err), 0);
+    s = zl_gguf_writer_new();
+    cr_assert_neq(zl_gguf_write_begin(s, "/nonexistent-dir/x.gguf", &err), 0);
     cr_assert(strstr(err.msg, "cannot create"), "%s", err.msg);
-    zl_gguf_stream_free(s);
+    zl_gguf_writer_free(s);
+
+    /* a whole write needs every tensor's bytes, exactly as many as its shape takes */
+    s = zl_gguf_writer_new();
+    cr_assert_eq(zl_gguf_add_tensor(s, "x", ZL_TYPE_F32, 2, ne, data, 255), ZL_EINVAL, "255 bytes for 64 floats");
+    cr_assert_eq(zl_gguf_add_tensor(s, "x", ZL_TYPE_F32, 2, ne, NULL, 256), ZL_EINVAL, "no data");
+    cr_assert_eq(zl_gguf_add_tensor(s, "x", ZL_TYPE_F32, 2, ne, data, 256), 0);
+    cr_assert_eq(zl_gguf_declare_tensor(s, "y", ZL_TYPE_F32, 2, ne), 0);
+    cr_assert_neq(zl_gguf_write(s, tmp_path("m.gguf"), &err), 0);
+    cr_assert(strstr(err.msg, "tensor y was declared without data"), "%s", err.msg);
+    cr_assert_neq(access(tmp_path("m.gguf"), F_OK), 0);
+    cr_assert_neq(access(tmp_path("m.gguf.tmp"), F_OK), 0);
+    zl_gguf_writer_free(s);
 }
 
 /* ---- hostile input: a small valid file, cut and flipped ---- */

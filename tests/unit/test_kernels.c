@@ -53,12 +53,7 @@ static const zl_type k_weight_types[] = {ZL_TYPE_F32,  ZL_TYPE_F16,  ZL_TYPE_BF1
 
 static const char *tname(zl_type t) { return zl_type_traits_of(t)->name; }
 
-static int max_isa(void) {
-    zl_isa cur = zl_cpu_isa();
-    zl_isa top = zl_cpu_set_isa(ZL_ISA_AVX512);
-    zl_cpu_set_isa(cur);
-    return top;
-}
+static int max_isa(void) { return zl_cpu_max_isa(); }
 
 static void put_f16(void *dst, float v) {
     zl_f16 h = zl_f32_to_f16(v);
@@ -532,7 +527,7 @@ Test(vec_dot, prepared_kernels_avx2) {
                         (long)n, k, out[k], r);
             }
             /* Q4_1 / Q5_0 / Q5_1 come in every width 2..8 */
-            zl_dot4_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
+            zl_dot_multi_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
             if (t == ZL_TYPE_Q4_1 || t == ZL_TYPE_Q5_0 || t == ZL_TYPE_Q5_1) {
                 uint8_t *xp8 = aligned_alloc(64, 8 * ps), *x1 = malloc(xs);
                 float one[8], many[8];
@@ -567,7 +562,7 @@ Test(vec_dot, four_token_kernels) {
     const int64_t sizes[] = {7, 16, 172, 256, 1280};
     for (int level = ZL_ISA_AVX2; level <= max_isa(); level++)
     for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
-        zl_dot4_fn f = level == ZL_ISA_AVX512 ? zl_dot4_fn_avx512(ts[ti]) : zl_dot4_fn_avx2(ts[ti]);
+        zl_dot_multi_fn f = level == ZL_ISA_AVX512 ? zl_dot4_fn_avx512(ts[ti]) : zl_dot4_fn_avx2(ts[ti]);
         if (!f) continue;
         zl_type t = ts[ti], p = zl_dot_partner(t);
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -592,7 +587,7 @@ Test(vec_dot, four_token_kernels) {
                 zl_dot_fn one = zl_dot_fn_avx512(t);
                 int Ts[7] = {2, 3, 4, 5, 6, 7, 8};
                 for (int ti2 = 0; ti2 < 7; ti2++) {
-                    zl_dot4_fn g = zl_dotT_fn_avx512(t, Ts[ti2]);
+                    zl_dot_multi_fn g = zl_dotT_fn_avx512(t, Ts[ti2]);
                     cr_assert(g, "%s: no %d-token kernel", tname(t), Ts[ti2]);
                     float many[8];
                     g(w, x8, xs, n, many);
@@ -670,7 +665,6 @@ Test(matmul, matches_double_reference) {
     zl_work work = {0};
     const int toks[] = {1, 3, 17};
     const int64_t rows = 37, cols = 512, ldx = cols + 5, ldy = rows + 3;
-    zl_isa saved = zl_cpu_isa();
     int top = max_isa();
     float *x = malloc(sizeof(float) * (size_t)(17 * ldx));
     float *y = malloc(sizeof(float) * (size_t)(17 * ldy));
@@ -679,12 +673,13 @@ Test(matmul, matches_double_reference) {
         zl_type t = k_weight_types[ti];
         test_mat m = make_mat(t, rows, cols);
         for (int isa = ZL_ISA_SCALAR; isa <= top; isa++) {
-            zl_cpu_set_isa((zl_isa)isa);
+            const zl_kernels *ks = zl_kernels_for((zl_isa)isa);
+            cr_assert_eq(zl_kernels_isa(ks), (zl_isa)isa);
             for (int pi = 0; pi < 2; pi++)
                 for (int k = 0; k < 3; k++) {
                     int nt = toks[k];
                     for (int64_t i = 0; i < 17 * ldy; i++) y[i] = -12345.0f;
-                    zl_matmul(&m.W, x, ldx, nt, y, ldy, pools[pi], &work);
+                    zl_matmul(ks, &m.W, x, ldx, nt, y, ldy, pools[pi], &work);
                     double act_err = zl_dot_partner(t) == ZL_TYPE_F32 ? 1e-5 : 1.5e-2;
                     for (int tok = 0; tok < 17; tok++)
                         for (int64_t r = 0; r < ldy; r++) {
@@ -707,7 +702,6 @@ Test(matmul, matches_double_reference) {
         }
         free_mat(&m);
     }
-    zl_cpu_set_isa(saved);
     zl_work_free(&work);
     free(x);
     free(y);
@@ -727,7 +721,7 @@ Test(matmul, equals_vec_dot) {
         zl_type t = k_weight_types[ti], p = zl_dot_partner(t);
         int64_t c = cols - cols % zl_type_traits_of(t)->blck;
         test_mat m = make_mat(t, rows, c);
-        zl_matmul(&m.W, x, cols, 5, y, rows, pool, &work);
+        zl_matmul(zl_kernels_for(zl_cpu_max_isa()), &m.W, x, cols, 5, y, rows, pool, &work);
         void *xq = malloc(zl_row_size(p, c));
         for (int tok = 0; tok < 5; tok++) {
             zl_quantize_row(p, x + tok * cols, xq, c);
@@ -797,7 +791,7 @@ Test(vec_dot, prepared_kernels) {
                         pk.prep(x1, xp8 + k * ps, n);
                         one[k] = pk.dot(w, xp8 + k * ps, n);
                     }
-                    zl_dot4_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
+                    zl_dot_multi_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
                     int ks[7] = {2, 3, 4, 5, 6, 7, 8};
                     for (int fi = 0; fi < 7; fi++) {
                         cr_assert(fs[fi], "%s: no %d-token kernel", tname(t), ks[fi]);
@@ -828,7 +822,6 @@ Test(vec_dot, prepared_kernels) {
 Test(matmul, batch_bit_identical) {
     zl_pool *pool = zl_pool_new(2);
     zl_work work = {0};
-    zl_isa saved = zl_cpu_isa();
     int top = max_isa();
     enum { NT = 13 };
     const int64_t shapes[][2] = {{331, 576}, {37, 1536}};
@@ -843,11 +836,11 @@ Test(matmul, batch_bit_identical) {
             float *y1 = malloc(sizeof(float) * (size_t)(NT * rows));
             fill_gauss(x, NT * cols, 1.0f);
             for (int isa = ZL_ISA_SCALAR; isa <= top; isa++) {
-                zl_cpu_set_isa((zl_isa)isa);
+                const zl_kernels *ks = zl_kernels_for((zl_isa)isa);
                 for (int tok = 0; tok < NT; tok++)
-                    zl_matmul(&m.W, x + tok * cols, cols, 1, y1 + tok * rows, rows, pool, &work);
+                    zl_matmul(ks, &m.W, x + tok * cols, cols, 1, y1 + tok * rows, rows, pool, &work);
                 for (int nt = 2; nt <= NT; nt++) {
-                    zl_matmul(&m.W, x, cols, nt, y, rows, pool, &work);
+                    zl_matmul(ks, &m.W, x, cols, nt, y, rows, pool, &work);
                     for (int tok = 0; tok < nt; tok++)
                         for (int64_t r = 0; r < rows; r++)
                             REQUIRE(memcmp(&y[tok * rows + r], &y1[tok * rows + r], sizeof(float)) == 0,
@@ -861,7 +854,6 @@ Test(matmul, batch_bit_identical) {
             free(y1);
             free_mat(&m);
         }
-    zl_cpu_set_isa(saved);
     zl_work_free(&work);
     zl_pool_free(pool);
 }
@@ -871,12 +863,13 @@ Test(matmul, null_work_and_unsupported_type) {
     float x[2 * 256], y[2 * 8], want[2 * 8];
     fill_gauss(x, 2 * 256, 1.0f);
     zl_work work = {0};
-    zl_matmul(&m.W, x, 256, 2, want, 8, NULL, &work);
-    zl_matmul(&m.W, x, 256, 2, y, 8, NULL, NULL);
+    const zl_kernels *ks = zl_kernels_for(zl_cpu_max_isa());
+    zl_matmul(ks, &m.W, x, 256, 2, want, 8, NULL, &work);
+    zl_matmul(ks, &m.W, x, 256, 2, y, 8, NULL, NULL);
     for (int i = 0; i < 16; i++) cr_expect_eq(y[i], want[i]);
     uint8_t blocks[8 * 84] = {0};
     zl_mat q2 = {ZL_TYPE_Q2_K, 8, 256, blocks, 84};
-    zl_matmul(&q2, x, 256, 2, y, 8, NULL, &work);
+    zl_matmul(ks, &q2, x, 256, 2, y, 8, NULL, &work);
     for (int i = 0; i < 16; i++) cr_expect(isnan(y[i]));
     cr_expect(isnan(zl_vec_dot(ZL_TYPE_Q2_K, blocks, x, 256)));
     zl_work_free(&work);
@@ -951,7 +944,7 @@ Test(fixtures, real_tensors) {
                 fill_gauss(xs, cols * nt, 1.0f);
                 zl_mat W = {t, rows, cols, tt->data, rb};
                 zl_work work = {0};
-                zl_matmul(&W, xs, cols, nt, ys, rows, NULL, &work);
+                zl_matmul(zl_kernels_for(zl_cpu_max_isa()), &W, xs, cols, nt, ys, rows, NULL, &work);
                 for (int k = 0; k < nt; k++) {
                     zl_quantize_row(p, xs + k * cols, xq5, cols);
                     for (int64_t r = 0; r < rows; r += 5) {

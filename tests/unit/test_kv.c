@@ -23,7 +23,7 @@
 
 static zl_llm *open_model(void) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
     return llm;
@@ -443,4 +443,50 @@ Test(kv, heavy_hitters_are_kept_beyond_the_window) {
         check_layers(kv, &rope, 8);
         zl_kv_free(kv);
     }
+}
+
+/* The KV layer's bookkeeping calls: zl_kv_cover raises n_used (or, for a
+ * draft's scratch, only n_dirty), and the pieces of a region tile exactly the
+ * first `rows` slots of every layer's K and V, in order, with nothing left
+ * over and nothing outside. */
+Test(kv, cover_and_pieces) {
+    zl_kv *kv = NULL;
+    zl_err err = {0};
+    const int layers = 3, ctx = 40, dim = 24; /* F16 rows of 48 bytes */
+    cr_assert_eq(zl_kv_new(&kv, layers, ctx, dim, ZL_TYPE_F16, &err), 0, "%s", err.msg);
+    zl_kv_cover(kv, 4, 0);
+    cr_expect_eq(kv->n_used, 5);
+    zl_kv_cover(kv, 2, 0);
+    cr_expect_eq(kv->n_used, 5, "an earlier position never lowers n_used");
+    zl_kv_cover(kv, 9, 1);
+    cr_expect_eq(kv->n_used, 5, "scratch leaves n_used");
+    cr_expect_eq(kv->n_dirty, 10);
+    zl_kv_truncate(kv, 5);
+    cr_expect_eq(kv->n_dirty, 5);
+    cr_expect_eq(zl_kv_token_bytes(kv), 2 * (size_t)layers * kv->row_bytes);
+    const int rows_cases[] = {0, 1, 7, ctx};
+    const size_t piece_cases[] = {1, 50, 100, 4096};
+    for (size_t ri = 0; ri < sizeof rows_cases / sizeof *rows_cases; ri++)
+        for (size_t pi = 0; pi < sizeof piece_cases / sizeof *piece_cases; pi++) {
+            const int rows = rows_cases[ri];
+            const size_t piece = piece_cases[pi], region = (size_t)rows * kv->row_bytes;
+            int n = zl_kv_pieces(kv, rows, piece);
+            cr_assert_eq(n, 2 * layers * (int)((region + piece - 1) / piece), "rows %d piece %zu", rows, piece);
+            int p = 0;
+            for (int l = 0; l < layers; l++)
+                for (int which = 0; which < 2; which++) {
+                    uint8_t *want = which ? zl_kv_v(kv, l, 0) : zl_kv_k(kv, l, 0);
+                    size_t done = 0;
+                    while (done < region) {
+                        void *at = NULL;
+                        size_t len = zl_kv_piece(kv, rows, piece, p++, &at);
+                        cr_assert_eq((uint8_t *)at, want + done, "rows %d piece %zu: piece %d misplaced", rows, piece,
+                                     p - 1);
+                        cr_assert(len > 0 && len <= piece && done + len <= region);
+                        done += len;
+                    }
+                }
+            cr_expect_eq(p, n, "rows %d piece %zu: %d pieces walked, %d counted", rows, piece, p, n);
+        }
+    zl_kv_free(kv);
 }

@@ -104,7 +104,7 @@ static void check(const char *model, const char *refname, double tol_mean, doubl
         cr_assert(L, "model %s failed to load", model);
         agree a = compare(L, A, NPOS, nv), b = compare(L, B, NPOS, nv);
         fprintf(stderr, "%-22s batch %2d isa %-6s vs llama.cpp: mean|d| %.5f max %.4f top1 %.1f%% | vs exact: mean|d| %.5f max %.4f top1 %.1f%%\n",
-                refname, batch, zl_isa_name(zl_cpu_isa()), a.mean_abs, a.max_abs, 100 * a.top1, b.mean_abs,
+                refname, batch, zl_isa_name(zl_cpu_max_isa()), a.mean_abs, a.max_abs, 100 * a.top1, b.mean_abs,
                 b.max_abs, 100 * b.top1);
         agree best = a.mean_abs < b.mean_abs ? a : b;
         cr_expect(best.mean_abs <= tol_mean, "%s: mean |d| %.5f > %.5f", refname, best.mean_abs, tol_mean);

@@ -13,6 +13,7 @@
 
 #include "gguf/gguf.h"
 #include "server/chat_template.h"
+#include "zerolayer.h"
 
 #define FIX ZL_ROOT "/tests/fixtures/templates"
 
@@ -175,19 +176,19 @@ Test(chat_template, setup_choices) {
     zl_chat_fmt f;
     zl_err err = {0};
     /* the embedded base model has no template: the plain family */
-    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, ZL_ROOT "/models/stories260K.gguf", NULL, NULL, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, NULL, NULL, &err), 0, "%s", err.msg);
     cr_expect_null(f.jinja);
     cr_expect_eq(f.family, ZL_TPL_PLAIN);
     cr_expect_str_eq(zl_chat_fmt_extra_stop(&f), "\nUser:");
     zl_chat_fmt_free(&f);
     /* a forced family */
-    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, ZL_ROOT "/models/stories260K.gguf", "qwen", NULL, &err), 0);
+    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, "qwen", NULL, &err), 0);
     cr_expect_eq(f.family, ZL_TPL_CHATML);
     zl_chat_fmt_free(&f);
-    cr_expect_neq(zl_chat_fmt_setup(&f, NULL, ZL_ROOT "/models/stories260K.gguf", "nope", NULL, &err), 0);
+    cr_expect_neq(zl_chat_fmt_setup(&f, NULL, "nope", NULL, &err), 0);
     cr_expect(strstr(err.msg, "unknown template 'nope'") != NULL, "%s", err.msg);
     /* a template file */
-    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, ZL_ROOT "/models/stories260K.gguf", NULL, FIX "/tpl/chatml.jinja", &err), 0,
+    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, NULL, FIX "/tpl/chatml.jinja", &err), 0,
                  "%s", err.msg);
     cr_expect_not_null(f.jinja);
     zl_chat_msg m[] = {{"user", "Hi"}};
@@ -195,48 +196,77 @@ Test(chat_template, setup_choices) {
     cr_expect_str_eq(s, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     free(s);
     zl_chat_fmt_free(&f);
-    cr_expect_neq(zl_chat_fmt_setup(&f, NULL, ZL_ROOT "/models/stories260K.gguf", NULL, FIX "/tpl/t_error_syntax_expr.jinja", &err), 0);
+    cr_expect_neq(zl_chat_fmt_setup(&f, NULL, NULL, FIX "/tpl/t_error_syntax_expr.jinja", &err), 0);
     cr_expect(strstr(err.msg, "unexpected 'end of print statement'") != NULL, "%s", err.msg);
-    cr_expect_neq(zl_chat_fmt_setup(&f, NULL, ZL_ROOT "/models/stories260K.gguf", NULL, "/nonexistent.jinja", &err), 0);
+    cr_expect_neq(zl_chat_fmt_setup(&f, NULL, NULL, "/nonexistent.jinja", &err), 0);
     cr_expect(strstr(err.msg, "cannot open") != NULL, "%s", err.msg);
 }
 
-/* a metadata-only GGUF with the given architecture and template (NULL: none) */
-static void write_gguf(const char *path, const char *arch, const char *tpl) {
+/* The embedded model with tokenizer.chat_template set to tpl (NULL: none),
+ * written to path and opened: what the server starts from. */
+static zl_llm *model_with_template(const char *path, const char *tpl) {
+    zl_err err = {0};
+    zl_gguf *g = NULL;
+    cr_assert_eq(zl_gguf_open(&g, ZL_ROOT "/models/stories260K.gguf", NULL, &err), 0, "%s", err.msg);
     zl_gguf_writer *w = zl_gguf_writer_new();
     cr_assert(w);
-    cr_assert_eq(zl_gguf_set_str(w, "general.architecture", arch), 0);
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        if (!zl_str_eq(g->kv[i].key, "tokenizer.chat_template")) cr_assert_eq(zl_gguf_copy_kv(w, &g->kv[i]), 0);
     if (tpl) cr_assert_eq(zl_gguf_set_str(w, "tokenizer.chat_template", tpl), 0);
-    zl_err err = {0};
+    char nm[128];
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const zl_gguf_tensor *t = &g->tensors[i];
+        cr_assert_eq(zl_gguf_add_tensor(w, zl_str_copy(t->name, nm, sizeof nm), t->type, t->n_dims, t->ne, t->data,
+                                        t->nbytes),
+                     0);
+    }
     cr_assert_eq(zl_gguf_write(w, path, &err), 0, "%s", err.msg);
     zl_gguf_writer_free(w);
+    zl_gguf_close(g);
+    zl_llm_opts lo = {.n_threads = 1};
+    zl_llm *llm = NULL;
+    cr_assert_eq(zl_llm_open(&llm, path, &lo, &err), 0, "%s", err.msg);
+    return llm;
+}
+
+Test(chat_template, family_by_architecture) {
+    cr_expect_eq(zl_tpl_for_arch("gemma3", 6), ZL_TPL_GEMMA);
+    cr_expect_eq(zl_tpl_for_arch("gemma", 5), ZL_TPL_GEMMA);
+    cr_expect_eq(zl_tpl_for_arch("gemma3", 4), ZL_TPL_PLAIN, "only the first len bytes count");
+    cr_expect_eq(zl_tpl_for_arch("llama", 5), ZL_TPL_PLAIN);
+    cr_expect_eq(zl_tpl_for_arch(NULL, 0), ZL_TPL_PLAIN);
 }
 
 Test(chat_template, model_template_choice_and_fallbacks) {
     char dir[] = "/tmp/zl_test_chatfmt_XXXXXX";
     cr_assert(mkdtemp(dir));
     char p1[64], p2[64], p3[64];
-    snprintf(p1, sizeof p1, "%s/gemma.gguf", dir);
+    snprintf(p1, sizeof p1, "%s/plain.gguf", dir);
     snprintf(p2, sizeof p2, "%s/broken.gguf", dir);
     snprintf(p3, sizeof p3, "%s/good.gguf", dir);
-    write_gguf(p1, "gemma3", NULL);
-    write_gguf(p2, "llama", "{% for m in messages %}<|im_start|>{{ m.role }");
-    write_gguf(p3, "llama", "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}");
+    zl_llm *m1 = model_with_template(p1, NULL);
+    zl_llm *m2 = model_with_template(p2, "{% for m in messages %}<|im_start|>{{ m.role }");
+    const char *good = "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}";
+    zl_llm *m3 = model_with_template(p3, good);
     zl_chat_fmt f;
     zl_err err = {0};
-    /* no template: the family of the architecture */
-    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, p1, NULL, NULL, &err), 0, "%s", err.msg);
+    /* no template: the family of the architecture (llama: plain) */
+    cr_expect_null(zl_tpl_model_source(m1));
+    cr_assert_eq(zl_chat_fmt_setup(&f, m1, NULL, NULL, &err), 0, "%s", err.msg);
     cr_expect_null(f.jinja);
-    cr_expect_eq(f.family, ZL_TPL_GEMMA);
+    cr_expect_eq(f.family, ZL_TPL_PLAIN);
     zl_chat_fmt_free(&f);
     /* a template that does not parse: the family its markers name, with a warning */
-    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, p2, NULL, NULL, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_chat_fmt_setup(&f, m2, NULL, NULL, &err), 0, "%s", err.msg);
     cr_expect_null(f.jinja);
     cr_expect_eq(f.family, ZL_TPL_CHATML);
     cr_expect(strstr(f.name, "fallback") != NULL, "%s", f.name);
     zl_chat_fmt_free(&f);
-    /* a template that parses is rendered */
-    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, p3, NULL, NULL, &err), 0, "%s", err.msg);
+    /* a template that parses is rendered, and read from the handle as written */
+    char *src = zl_tpl_model_source(m3);
+    cr_expect_str_eq(src, good);
+    free(src);
+    cr_assert_eq(zl_chat_fmt_setup(&f, m3, NULL, NULL, &err), 0, "%s", err.msg);
     cr_expect_not_null(f.jinja);
     zl_chat_msg m[] = {{"system", "S"}, {"user", "U"}};
     char *s = zl_chat_fmt_render(&f, m, 2, &err);
@@ -244,10 +274,13 @@ Test(chat_template, model_template_choice_and_fallbacks) {
     free(s);
     zl_chat_fmt_free(&f);
     /* --chat-template still overrides the model's template */
-    cr_assert_eq(zl_chat_fmt_setup(&f, NULL, p3, "llama3", NULL, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_chat_fmt_setup(&f, m3, "llama3", NULL, &err), 0, "%s", err.msg);
     cr_expect_null(f.jinja);
     cr_expect_eq(f.family, ZL_TPL_LLAMA3);
     zl_chat_fmt_free(&f);
+    zl_llm_close(m1);
+    zl_llm_close(m2);
+    zl_llm_close(m3);
     remove(p1);
     remove(p2);
     remove(p3);

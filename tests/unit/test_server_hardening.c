@@ -22,7 +22,7 @@
 
 #include "engine/engine_internal.h"
 #include "engine/sched.h"
-#include "engine/session.h"
+#include "runtime/session.h"
 #include "kv/kv.h"
 #include "server/http.h"
 #include "zerolayer.h"

@@ -199,6 +199,9 @@ static void sb_generate(const char **stops, int n_stops, int bound, const size_t
         }
     }
     zl_gen_choice *c = &g->ch[0];
+    /* the polls above sample what is held only between steps; the gen's own
+     * peak sees every token, however late the polls come on a loaded machine */
+    if (off && c->held_peak > r->max_held) r->max_held = c->held_peak;
     r->text = strndup(c->text.p ? c->text.p : "", c->text.n);
     r->end = c->end;
     r->n_tokens = c->n_tokens;

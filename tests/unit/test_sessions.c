@@ -1,5 +1,5 @@
 /* test_sessions.c — sessions and the prefix cache at the engine level
- * (engine/session.h, engine/prefix_cache.h, zl_seq_copy_prefix) on
+ * (runtime/session.h, runtime/prefix_cache.h, zl_seq_copy_prefix) on
  * stories260K: continuation, prefix reuse and typing-ahead give the tokens of
  * the stateless run; tenants never see each other's cache; flush, expiry and
  * eviction zero the KV memory; statuses for unknown/foreign/expired ids; the
@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "engine/engine_internal.h"
-#include "engine/prefix_cache.h"
-#include "engine/session.h"
+#include "runtime/prefix_cache.h"
+#include "runtime/session.h"
 #include "kv/kv.h"
 #include "zerolayer.h"
 
@@ -55,8 +55,8 @@ static int run_job(zl_sessions *ss, const char *tenant, const char *sid, int pre
         if (!fin) zl_sched_wait(g_sched, 20);
     }
     cr_assert_neq(fin, ZL_FINISH_ERROR);
-    zl_job_times t;
-    zl_job_get_times(g_sched, j, &t);
+    zl_job_report t;
+    zl_job_get_report(g_sched, j, &t);
     if (cached) *cached = t.n_cached;
     for (int i = 0; i < got; i++) out[i] = buf[i].id;
     zl_job_release(j);
@@ -344,8 +344,8 @@ static int finish(zl_job *j, int32_t *out, int *cached) {
         if (!fin) zl_sched_wait(g_sched, 20);
     }
     cr_assert_neq(fin, ZL_FINISH_ERROR);
-    zl_job_times t;
-    zl_job_get_times(g_sched, j, &t);
+    zl_job_report t;
+    zl_job_get_report(g_sched, j, &t);
     if (cached) *cached = t.n_cached;
     for (int i = 0; out && i < got; i++) out[i] = buf[i].id;
     zl_job_release(j);

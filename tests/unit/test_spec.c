@@ -69,7 +69,7 @@ static int generate(zl_llm *llm, const char *prompt, const zl_spec_opts *spec, f
 
 static void greedy_identity(const char *path, int draft_layers) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm, *draft = NULL;
     cr_assert_eq(zl_llm_open(&llm, path, &lo, &err), 0, "%s", err.msg);
     if (draft_layers) cr_assert_eq(zl_llm_open_truncated(&draft, llm, draft_layers, &err), 0, "%s", err.msg);
@@ -106,7 +106,7 @@ Test(spec, greedy_identity_draft_q4_k_m) { greedy_identity(SYNTH("Q4_K_M"), 1); 
  * ring emits. */
 Test(spec, logit_bias_honoured_by_the_ring) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
     enum { N = 48 };
@@ -172,7 +172,7 @@ static void chi_square(const int *a, const int *b, int nv, const char *what) {
  * rejection sampling or drawn from the residual distribution. */
 Test(spec, sampling_distribution_preserved) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
     const char *prompt = "Tom had a red ball. Tom had a red ball. Tom had a";
@@ -206,7 +206,7 @@ Test(spec, sampling_distribution_preserved) {
  * and a one-layer draft of the synth model (it drafts whenever asked). */
 static void rollback_case(const char *path, int draft_layers) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm, *draft = NULL;
     cr_assert_eq(zl_llm_open(&llm, path, &lo, &err), 0, "%s", err.msg);
     if (draft_layers) cr_assert_eq(zl_llm_open_truncated(&draft, llm, draft_layers, &err), 0, "%s", err.msg);
@@ -252,7 +252,7 @@ Test(spec, rollback_restores_kv) {
 
 Test(spec, ring_bounds_and_compatible_draft) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm, *other;
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0);
     cr_assert_eq(zl_llm_open(&other, SYNTH("Q4_0"), &lo, &err), 0);
@@ -337,7 +337,7 @@ Test(spec, partial_forward_equals_full_pass) {
  * truncation zeroes the draft's scratch rows past the sequence's end too. */
 Test(spec, self_draft_shares_the_cache) {
     zl_err err = {0};
-    zl_llm_opts lo = {2, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {2, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm, *draft;
     cr_assert_eq(zl_llm_open(&llm, SYNTH("Q4_0"), &lo, &err), 0, "%s", err.msg);
     cr_assert_eq(zl_llm_open_truncated(&draft, llm, 1, &err), 0, "%s", err.msg);
@@ -405,7 +405,7 @@ typedef struct {
     int32_t tok[SJ_TOK];
     int n;
     zl_finish fin;
-    zl_job_times times;
+    zl_job_report times;
     int n_prompt, n_past_at_end; /* tokens the sequence had fed when the job handed it back */
     unsigned long long resumed;   /* verify steps that resumed after a self-draft's layers */
 } sj_out;
@@ -474,7 +474,7 @@ static void sched_run(zl_llm *llm, zl_llm *draft, const sj_in *in, int n, int n_
             if (f != ZL_FINISH_NONE) { out[i].fin = f; break; }
             if (!k) zl_sched_wait(s, 50);
         }
-        zl_job_get_times(s, jobs[i], &out[i].times);
+        zl_job_get_report(s, jobs[i], &out[i].times);
         zl_job_release(jobs[i]);
     }
     zl_sched_free(s);
@@ -531,7 +531,7 @@ static void sched_greedy_identity(zl_llm *llm, zl_llm *draft, int n_ctx, int max
 
 Test(spec_sched, greedy_identity_in_batch_lookup) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
     sched_greedy_identity(llm, NULL, 512, 100, 64);  /* length-limited; prompt chunks share steps */
@@ -542,7 +542,7 @@ Test(spec_sched, greedy_identity_in_batch_lookup) {
 
 Test(spec_sched, greedy_identity_in_batch_draft_model) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm, *draft;
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
     cr_assert_eq(zl_llm_open_truncated(&draft, llm, 2, &err), 0, "%s", err.msg);
@@ -564,7 +564,7 @@ Test(spec_sched, greedy_identity_in_batch_draft_model) {
 
 Test(spec_sched, greedy_identity_in_batch_q4_0) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, SYNTH("Q4_0"), &lo, &err), 0, "%s", err.msg);
     sched_greedy_identity(llm, NULL, 256, 40, 64);
@@ -584,7 +584,7 @@ Test(spec_sched, greedy_identity_in_batch_q4_0) {
 
 Test(spec_sched, sampling_distribution_in_batch) {
     zl_err err = {0};
-    zl_llm_opts lo = {1, 0, 0, 0, -1, 0};
+    zl_llm_opts lo = {1, 0, 0, 0, -1, 0, NULL};
     zl_llm *llm;
     cr_assert_eq(zl_llm_open(&llm, STORIES, &lo, &err), 0, "%s", err.msg);
     const char *prompt = "Tom had a red ball. Tom had a red ball. Tom had a";

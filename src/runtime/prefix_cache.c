@@ -1,20 +1,21 @@
 /* prefix_cache.c — see prefix_cache.h.  A short list scanned linearly: with
  * entries of hundreds to thousands of tokens and a memory bound of a few
  * hundred MiB there are tens of entries, and the scan compares one 64-bit
- * chain hash per block before it touches any token. */
+ * chain hash per block before it touches any token.  Runtime layer: drives
+ * sequences only through zerolayer.h, never the engine's internals. */
 #include "prefix_cache.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "../base/err.h"
 
 typedef struct pc_entry {
     char *tenant;
     zl_seq *seq;      /* compact snapshot (n_ctx == n tokens) or a finished sequence kept whole */
     int whole;        /* seq is the finished sequence itself (zl_pcache_take may hand it on) */
-    int32_t *tokens;  /* == seq's tokens, n of them */
+    const int32_t *tokens; /* == seq's tokens, n of them */
     int n, n_blocks;
     uint64_t *chain;  /* chain[i]: hash of tenant + blocks 0..i */
     size_t bytes;
@@ -141,10 +142,6 @@ static pc_entry **best_entry(zl_pcache *c, const char *tenant, const int32_t *id
     return best;
 }
 
-static zl_kv_type kv_type_of(const zl_seq *q) {
-    return q->kv->type == ZL_TYPE_F32 ? ZL_KV_F32 : q->kv->type == ZL_TYPE_Q8_0 ? ZL_KV_Q8_0 : ZL_KV_F16;
-}
-
 int zl_pcache_take(zl_pcache *c, const char *tenant, const int32_t *ids, int n, const zl_llm *llm, int n_ctx,
                    zl_kv_type kv_type, zl_seq **out) {
     *out = NULL;
@@ -159,7 +156,7 @@ int zl_pcache_take(zl_pcache *c, const char *tenant, const int32_t *ids, int n, 
     /* whole, made alike, and reused but for a short tail (at most an eighth of what is reused: a new
      * turn after the same history, or the same history extended); a longer tail may serve other
      * requests, so then the entry stays and lookup copies from it */
-    if (!e || !e->whole || e->seq->llm != llm || zl_seq_n_ctx(e->seq) != n_ctx || kv_type_of(e->seq) != kv_type ||
+    if (!e || !e->whole || zl_seq_llm(e->seq) != llm || zl_seq_n_ctx(e->seq) != n_ctx || zl_seq_kv_type(e->seq) != kv_type ||
         len <= 0 || e->n - len > len / 8) {
         pthread_mutex_unlock(&c->mu);
         free(q);
@@ -199,9 +196,12 @@ static void seq_zero_free(zl_seq *q) {
 }
 
 void zl_pcache_insert(zl_pcache *c, const char *tenant, zl_seq *src, int take) {
-    int n = src->kv->n_used;
-    size_t bytes = 2 * (size_t)src->kv->n_layers * src->kv->row_bytes * (size_t)n;
-    if (!c || !c->max_bytes || n < c->block || src->kv->policy.kind != ZL_KVP_FULL || n != src->n_tokens ||
+    int n = zl_seq_n_cached(src), n_fed;
+    const int32_t *src_tokens = zl_seq_tokens(src, &n_fed);
+    zl_kv_stats ks;
+    zl_seq_kv_stats(src, &ks);
+    size_t bytes = (size_t)ks.bytes_per_token * (size_t)n;
+    if (!c || !c->max_bytes || n < c->block || zl_seq_kv_policy(src) != ZL_KV_POLICY_FULL || n != n_fed ||
         bytes > c->max_bytes) {
         if (take) seq_zero_free(src);
         return;
@@ -212,7 +212,7 @@ void zl_pcache_insert(zl_pcache *c, const char *tenant, zl_seq *src, int take) {
     for (pc_entry **pp = &c->head; *pp;) {
         pc_entry *e = *pp;
         if (strcmp(e->tenant, tenant)) { pp = &e->next; continue; }
-        int l = lcp(e->tokens, e->n, src->tokens, n);
+        int l = lcp(e->tokens, e->n, src_tokens, n);
         if (l == n) {
             e->last_use = ++c->clock;
             pthread_mutex_unlock(&c->mu);
@@ -238,8 +238,8 @@ void zl_pcache_insert(zl_pcache *c, const char *tenant, zl_seq *src, int take) {
         seq_zero_free(src);
         return;
     }
-    zl_seq_opts so = {.n_ctx = n, .kv_type = kv_type_of(src), .sampling = zl_sampling_defaults()};
-    if (!take && (!e || !(e->tenant = strdup(tenant)) || zl_seq_new(&e->seq, src->llm, &so, NULL) ||
+    zl_seq_opts so = {.n_ctx = n, .kv_type = zl_seq_kv_type(src), .sampling = zl_sampling_defaults()};
+    if (!take && (!e || !(e->tenant = strdup(tenant)) || zl_seq_new(&e->seq, zl_seq_llm(src), &so, NULL) ||
                   zl_seq_copy_prefix(e->seq, src, n, NULL))) {
         if (e) {
             if (e->seq) zl_seq_free(e->seq);
@@ -249,7 +249,8 @@ void zl_pcache_insert(zl_pcache *c, const char *tenant, zl_seq *src, int take) {
         return;
     }
     e->n = n;
-    e->tokens = e->seq->tokens;
+    int n_copied;
+    e->tokens = zl_seq_tokens(e->seq, &n_copied);
     e->n_blocks = n / c->block;
     e->bytes = bytes;
     e->chain = malloc((size_t)(e->n_blocks ? e->n_blocks : 1) * sizeof *e->chain);

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "prefix_cache.h"
-#include "sched.h"
+#include "../engine/sched.h"
 
 /* Tenant strings are shorter than this; longer ones are refused, never cut
  * (two tenants sharing the first bytes must not become one). */

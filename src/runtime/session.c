@@ -1,7 +1,8 @@
 /* session.c — see session.h.  One mutex guards the session list; sequences
  * are handed to the engine thread (acquire) and back (release) under it, and
  * zeroed/freed only while no job holds them.  A linked list scanned linearly:
- * tens to hundreds of sessions, touched once per request. */
+ * tens to hundreds of sessions, touched once per request.  Runtime layer:
+ * reaches the engine only through zerolayer.h and sched.h (job hooks). */
 #include "session.h"
 
 #include <pthread.h>
@@ -13,8 +14,6 @@
 
 #include "../base/clock.h"
 #include "../base/err.h"
-#include "../kv/kv.h"
-#include "engine_internal.h"
 
 #define TOMBSTONE_MS (10 * 60 * 1000.0)
 #define ZL_SPARE_PIECE ((size_t)512 << 10) /* bytes the sweeper maps between two looks at the engine */
@@ -203,17 +202,9 @@ static int spare_pending(const zl_sessions *s) {
     return s->part || (s->spare_due && !s->spare && s->spare_llm);
 }
 
-/* Under mu: the bytes of piece p of the part (layer-major, K then V, split
- * into ZL_SPARE_PIECE), at *at. */
+/* Under mu: the bytes of piece p of the part (zl_seq_kv_piece), at *at. */
 static size_t part_piece(const zl_sessions *s, int p, void **at) {
-    zl_kv *kv = s->part->kv;
-    size_t region = (size_t)s->part_rows * kv->row_bytes;
-    int per = (int)((region + ZL_SPARE_PIECE - 1) / ZL_SPARE_PIECE);
-    int layer = p / (2 * per), which = (p / per) % 2, sub = p % per;
-    uint8_t *base = which ? zl_kv_v(kv, layer, 0) : zl_kv_k(kv, layer, 0);
-    size_t off = (size_t)sub * ZL_SPARE_PIECE, n = region - off < ZL_SPARE_PIECE ? region - off : ZL_SPARE_PIECE;
-    *at = base + off;
-    return n;
+    return zl_seq_kv_piece(s->part, s->part_rows, ZL_SPARE_PIECE, p, at);
 }
 
 /* Under mu, on the sweeper: make the spare while the engine stays quiet.
@@ -243,16 +234,17 @@ static void spare_work(zl_sessions *s) {
                 return;
             }
             /* never more than the largest prefix the cache can hold (and copy) */
-            size_t per_row = 2 * (size_t)q->kv->n_layers * q->kv->row_bytes;
+            zl_kv_stats ks;
+            zl_seq_kv_stats(q, &ks);
+            size_t per_row = (size_t)ks.bytes_per_token;
             if ((size_t)rows > s->o.pcache_bytes / per_row) rows = (int)(s->o.pcache_bytes / per_row);
-            size_t region = (size_t)rows * q->kv->row_bytes;
             s->part = q;
             s->part_llm = llm;
             s->part_ctx = so.n_ctx;
             s->part_kv_type = (int)so.kv_type;
             s->part_rows = rows;
             s->part_done = 0;
-            s->part_pieces = 2 * q->kv->n_layers * (int)((region + ZL_SPARE_PIECE - 1) / ZL_SPARE_PIECE);
+            s->part_pieces = zl_seq_kv_n_pieces(q, rows, ZL_SPARE_PIECE);
             continue;
         }
         zl_seq *q = s->part;

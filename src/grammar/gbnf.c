@@ -730,7 +730,7 @@ static int build(gp *P, int root, zl_grammar **out) {
         P->r[k].name = NULL;
         for (int a = 0; a < P->r[k].nalt; a++) {
             g->alt_start[ai++] = ei;
-            memcpy(g->el + ei, P->r[k].alts[a].it, (size_t)P->r[k].alts[a].n * sizeof *g->el);
+            if (P->r[k].alts[a].n) memcpy(g->el + ei, P->r[k].alts[a].it, (size_t)P->r[k].alts[a].n * sizeof *g->el);
             ei += P->r[k].alts[a].n;
             g->el[ei].kind = GE_END;
             g->el[ei].arg = 0;

@@ -7,22 +7,32 @@
 #               level is missing are reported SKIPPED
 #   make test-real  fetch every model of tools/models.tsv, run the real-large tests
 #   make asan   the tests labelled asan under AddressSanitizer + UBSan
+#   make tsan   the tests labelled tsan (scheduler, sessions, server) under ThreadSanitizer;
+#               any race report fails the test
 #   make fuzz   the libFuzzer targets of tests/fuzz (clang), each FUZZ_SECONDS (default 60)
+#   make test-aarch64  cross-build the engine for AArch64 (gcc-aarch64-linux-gnu; the engine library
+#               and its tests only: no server or CLI, whose libraries would need arm64 multiarch) and
+#               run the kernel, attention, determinism, tokenizer and greedy-text tests under
+#               qemu-aarch64 at every NEON level (qemu's -cpu max has dotprod and i8mm), then on a CPU
+#               model without dotprod (cortex-a53) and capped with ZL_ISA=neon and ZL_ISA=scalar
 #   make deps   install missing Debian packages (apt-get, as root; prints the command otherwise)
 #   make sdks   install the SDK clients the compat tests drive (npm ci in tests/compat,
 #               the Python venv of tests/compat/pyenv.sh; both need the network)
 # CMAKE_ARGS is passed to the configure step (CI: CMAKE_ARGS=-DZL_WERROR=ON).
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+AARCH64_BUILD ?= build-aarch64
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = gguf tokenizer anthropic
+FUZZ_TARGETS = gguf tokenizer detok anthropic openai session_token http
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
-DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs python3-jsonschema
+DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs curl \
+              python3-jsonschema gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 ZL          = $(BUILD)/bin/zerolayer
 
-.PHONY: all build run test test-real asan fuzz deps sdks clean
+.PHONY: all build run test test-real test-aarch64 asan tsan fuzz deps sdks clean
 
 all: build
 
@@ -62,10 +72,37 @@ test-real: build
 	tools/models.sh all >/dev/null
 	cd $(BUILD) && ctest --output-on-failure -j 1 -L real-large
 
+# qemu-user runs the AArch64 binaries (ctest prefixes them with the emulator of
+# cmake/aarch64-linux-gnu.cmake); QEMU_CPU picks the CPU model qemu emulates
+QEMU_AARCH64 = qemu-aarch64 -L /usr/aarch64-linux-gnu
+test-aarch64:
+	cmake -S . -B $(AARCH64_BUILD) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+	  -DCMAKE_BUILD_TYPE=Release -DZL_ENGINE_ONLY=ON $(CMAKE_ARGS)
+	cmake --build $(AARCH64_BUILD) -j $(JOBS)
+	cd $(AARCH64_BUILD) && QEMU_CPU=max ctest --output-on-failure -j $(JOBS)
+	@echo "== a CPU without dotprod/i8mm (cortex-a53): detection picks plain NEON"
+	QEMU_CPU=cortex-a53 $(QEMU_AARCH64) $(AARCH64_BUILD)/tests/test_kernels --filter 'neon/*'
+	QEMU_CPU=cortex-a53 ZL_EXPECT_ISA=neon $(QEMU_AARCH64) $(AARCH64_BUILD)/tests/test_kernels --filter 'cpu/*'
+	QEMU_CPU=cortex-a53 $(QEMU_AARCH64) $(AARCH64_BUILD)/tests/test_greedy
+	@echo "== ZL_ISA caps the level"
+	for isa in neon scalar; do \
+	  QEMU_CPU=max ZL_ISA=$$isa ZL_EXPECT_ISA=$$isa $(QEMU_AARCH64) $(AARCH64_BUILD)/tests/test_kernels --filter 'cpu/*' && \
+	  QEMU_CPU=max ZL_ISA=$$isa $(QEMU_AARCH64) $(AARCH64_BUILD)/tests/test_greedy || exit 1; \
+	done
+
 asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DZL_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1 -L asan
+
+# halt_on_error: a race ends the process, so the test that ran it fails;
+# ZL_TEST_TIME_SCALE: the e2e bounds on CPU time are 4x as loose (TSan is slower);
+# ZL_TEST_SANITIZER: the load tests skip their RSS bound
+tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZL_TSAN=ON -DZL_BENCHES=OFF $(CMAKE_ARGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 $${TSAN_OPTIONS:-}" ZL_TEST_TIME_SCALE=4 ZL_TEST_SANITIZER=tsan \
+	  ctest --output-on-failure -j 1 -L tsan
 
 # new inputs go to $(FUZZ_BUILD)/corpus/NAME; crashes to $(FUZZ_BUILD)/crash-* (add them to tests/fuzz/corpus/NAME)
 fuzz:
@@ -75,11 +112,11 @@ fuzz:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DZL_FUZZ=ON -DZL_WERROR=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do \
-	  dict=; case $$t in gguf) dict=-dict=tests/fuzz/gguf.dict;; anthropic) dict=-dict=tests/fuzz/json.dict;; esac; \
+	  dict=; case $$t in gguf) dict=-dict=tests/fuzz/gguf.dict;; anthropic|openai|http) dict=-dict=tests/fuzz/json.dict;; esac; \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
 	  (cd $(FUZZ_BUILD) && ./tests/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
 	     $$(echo $$dict | sed 's|=|=$(CURDIR)/|') corpus/$$t $(CURDIR)/tests/fuzz/corpus/$$t) || exit 1; \
 	done
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -39,7 +39,8 @@ typedef struct zl_llm_opts {
     int kv_layer_max;    /* bounded KV policies: most entries one layer may keep, e.g. the context the
                             model was trained on when its file claims more (0 = the sequence's context) */
     const char *isa;     /* kernel level of this handle: NULL or "" = the best the CPU has (after the
-                            ZL_ISA cap), else "scalar" | "avx2" | "avx512", capped by the CPU; handles
+                            ZL_ISA cap), else "scalar" | "avx2" | "avx512" (AArch64: "scalar" | "neon" |
+                            "neon-dotprod" | "neon-i8mm"), capped by the CPU; handles
                             at different levels run side by side in one process */
 } zl_llm_opts;
 
@@ -60,7 +61,7 @@ int32_t zl_llm_eos(const zl_llm *llm);
 int zl_llm_is_eog(const zl_llm *llm, int32_t token);
 /* One-line description: architecture, size, tensor types. */
 const char *zl_llm_desc(const zl_llm *llm);
-/* The kernel level this handle runs at: "scalar" | "avx2" | "avx512". */
+/* The kernel level this handle runs at: "scalar" | "avx2" | "avx512" (AArch64: "neon" ...). */
 const char *zl_llm_isa(const zl_llm *llm);
 
 /* ---- model metadata ----
@@ -165,6 +166,8 @@ typedef struct zl_kv_stats {
     int cached, budget, anchors;
     uint64_t evicted;
     uint64_t bytes_per_token; /* K+V bytes of one cached token, all layers */
+    uint64_t bytes_held;      /* memory the cache holds now: its whole allocation when it came from the
+                                 heap (calloc'd and written), the pages its rows touch when it is a mapping */
 } zl_kv_stats;
 void zl_seq_kv_stats(const zl_seq *s, zl_kv_stats *st);
 /* zl_seq_eval with a per-token anchor mask (1 = never evict; may be NULL). */

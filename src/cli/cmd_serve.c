@@ -60,6 +60,8 @@ static void serve_usage(FILE *f) {
           "  --queue N               requests that may wait for a slot (default 64; then 429/529)\n"
           "  --step-tokens N         tokens per batched forward: decode + prompt chunks (default 256)\n"
           "  --api-key KEY           require this key (Bearer or x-api-key); repeatable\n"
+          "  --cors ORIGIN           let web pages from ORIGIN (or *) call the API: preflights and\n"
+          "                          Access-Control-Allow-Origin; repeatable (default: no CORS)\n"
           "  --max-body BYTES        request body limit (default 8388608; larger -> 413)\n"
           "  --chat-template NAME    chatml|qwen|llama2|llama3|mistral|phi3|gemma|zephyr|plain (instead of the model's)\n"
           "  --chat-template-file F  Jinja chat template to render with (instead of the model's)\n"
@@ -80,6 +82,9 @@ static void serve_usage(FILE *f) {
           "  --conns-per-ip N        connections at once from one address (default 64)\n"
           "  --idle-timeout S        close a connection that sends nothing for S seconds, e.g. partial\n"
           "                          headers (default 30; requests being answered are never cut)\n"
+          "  --drain-timeout S       on SIGTERM/SIGINT, answer new requests 503 and let those being answered\n"
+          "                          finish for up to S seconds (default 30; 0: stop at once; a second signal\n"
+          "                          stops at once)\n"
           "  --compute PRESET        default controls: exact (full KV, ring off), balanced (full KV + lookup\n"
           "                          ring 5), aggressive (anchor KV at 25% of the context + lookup ring)\n"
           "  --spec lookup|draft|off default verification ring (lossless speculative decoding; default off);\n"
@@ -106,14 +111,15 @@ int cmd_serve(int argc, char **argv) {
     o.sched.n_parallel = 8;
     o.sched.max_queue = 64;
     o.sched.step_tokens = 256;
+    int drain_s = 30;
     const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL, *draft_model = NULL,
                *ring_cost = NULL, *models_dir = NULL;
     float cost[CLI_RING_COST_MAX];
     int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0, prefetch = 2, layer_max = 0;
-    /* one block, freed with keys: API keys, then the other -m paths, then their aliases */
-    const char **keys = calloc((size_t)argc * 3, sizeof *keys);
+    /* one block, freed with keys: API keys, then the other -m paths, their aliases, the --cors origins */
+    const char **keys = calloc((size_t)argc * 4, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
-    const char **more = keys + argc, **aliases = keys + 2 * argc;
+    const char **more = keys + argc, **aliases = keys + 2 * argc, **cors = keys + 3 * argc;
     int n_more = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -141,6 +147,7 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("--max-conns", 1, 1 << 20, o.max_conns)
         NEXT_INT("--conns-per-ip", 1, 1 << 20, o.conns_per_ip)
         NEXT_INT("--idle-timeout", 1, 86400, o.idle_timeout_s)
+        NEXT_INT("--drain-timeout", 0, 86400, drain_s)
 #undef NEXT_INT
         if (!strcmp(a, "--batch-retention")) {
             if (cli_int(a, v, 1, 1L << 30, &x)) { free(keys); return 1; }
@@ -208,7 +215,7 @@ int cmd_serve(int argc, char **argv) {
             i++;
             continue;
         }
-        if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") ||
+        if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--cors") ||
                    !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--pooling") || !strcmp(a, "--alias") || !strcmp(a, "--models-dir") ||
                    !strcmp(a, "--draft-model"))) {
             free(keys);
@@ -224,6 +231,7 @@ int cmd_serve(int argc, char **argv) {
         }
         else if (!strcmp(a, "--host")) o.host = argv[++i];
         else if (!strcmp(a, "--api-key")) keys[o.n_api_keys++] = argv[++i];
+        else if (!strcmp(a, "--cors")) cors[o.n_cors_origins++] = argv[++i];
         else if (!strcmp(a, "--chat-template")) o.chat_template = argv[++i];
         else if (!strcmp(a, "--chat-template-file")) o.chat_template_file = argv[++i];
         else if (!strcmp(a, "--model-id")) o.model_id = argv[++i];
@@ -269,6 +277,8 @@ int cmd_serve(int argc, char **argv) {
     if (ring) ctl->ring = ring;
     if (kv_policy && cli_kv_policy(kv_policy, &ctl->kv_policy)) { free(keys); return 1; }
     o.api_keys = keys;
+    o.drain_timeout_s = drain_s ? drain_s : -1;
+    o.cors_origins = cors;
     char **dir_models = NULL; /* kept until exit: the server holds the paths */
     int n_dir = 0;
     if (models_dir) {

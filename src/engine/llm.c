@@ -225,29 +225,18 @@ zl_kv_type zl_seq_kv_type(const zl_seq *s) {
 
 zl_kv_policy_kind zl_seq_kv_policy(const zl_seq *s) { return (zl_kv_policy_kind)s->kv->policy.kind; }
 
-/* Bytes of the first `rows` rows of one layer's K (or V). */
-static size_t kv_region(const zl_seq *s, int rows) {
-    if (rows < 0) rows = 0;
-    if (rows > s->kv->n_ctx) rows = s->kv->n_ctx;
-    return (size_t)rows * s->kv->row_bytes;
-}
+/* The KV layer owns the piece arithmetic; the engine only clamps the row count. */
+static int kv_rows(const zl_seq *s, int rows) { return rows < 0 ? 0 : rows > s->kv->n_ctx ? s->kv->n_ctx : rows; }
 
 int zl_seq_kv_n_pieces(const zl_seq *s, int rows, size_t piece_bytes) {
-    size_t region = kv_region(s, rows);
-    if (!piece_bytes || !region) return 0;
-    return 2 * s->kv->n_layers * (int)((region + piece_bytes - 1) / piece_bytes);
+    rows = kv_rows(s, rows);
+    return piece_bytes && rows ? zl_kv_pieces(s->kv, rows, piece_bytes) : 0;
 }
 
 size_t zl_seq_kv_piece(zl_seq *s, int rows, size_t piece_bytes, int p, void **at) {
     *at = NULL;
     if (p < 0 || p >= zl_seq_kv_n_pieces(s, rows, piece_bytes)) return 0;
-    size_t region = kv_region(s, rows);
-    int per = (int)((region + piece_bytes - 1) / piece_bytes);
-    int layer = p / (2 * per), which = (p / per) % 2, sub = p % per;
-    uint8_t *base = which ? zl_kv_v(s->kv, layer, 0) : zl_kv_k(s->kv, layer, 0);
-    size_t off = (size_t)sub * piece_bytes;
-    *at = base + off;
-    return region - off < piece_bytes ? region - off : piece_bytes;
+    return zl_kv_piece(s->kv, kv_rows(s, rows), piece_bytes, p, at);
 }
 
 /* The public enum is the KV layer's, value for value. */
@@ -291,6 +280,7 @@ void zl_seq_kv_stats(const zl_seq *s, zl_kv_stats *st) {
     st->evicted = s->kv->evicted;
     st->anchors = zl_kv_n_anchor(s->kv);
     st->bytes_per_token = 2 * (uint64_t)s->kv->n_layers * s->kv->row_bytes;
+    st->bytes_held = zl_kv_bytes_held(s->kv);
 }
 
 int zl_seq_eval(zl_seq *s, const int32_t *ids, int n, int batch, float *all_logits, zl_err *err) {

@@ -32,7 +32,7 @@ int zl_seq_copy_prefix(zl_seq *dst, const zl_seq *src, int n, zl_err *err) {
         memcpy(zl_kv_k(dk, l, 0), zl_kv_k(sk, l, 0), (size_t)n * sk->row_bytes);
         memcpy(zl_kv_v(dk, l, 0), zl_kv_v(sk, l, 0), (size_t)n * sk->row_bytes);
     }
-    dk->n_used = n;
+    zl_kv_cover(dk, n - 1, 0); /* the copied rows are positions 0..n-1 */
     if (zl_seq_track(dst, src->tokens, n)) {
         zl_kv_truncate(dk, 0);
         return zl_errf(err, ZL_ENOMEM, "out of memory");

@@ -29,6 +29,16 @@ static uint8_t *kv_mem(size_t bytes, size_t *mapped) {
     return p;
 }
 
+size_t zl_kv_bytes_held(const zl_kv *kv) {
+    size_t layer = (size_t)kv->n_ctx * kv->row_bytes;
+    if (kv->mapped) { /* rows 0 .. max(n_used, n_dirty) of each layer have been written */
+        int hi = kv->n_dirty > kv->n_used ? kv->n_dirty : kv->n_used;
+        size_t page = 4096, used = ((size_t)hi * kv->row_bytes + page - 1) / page * page;
+        layer = used < layer ? used : layer;
+    }
+    return 2 * (size_t)kv->n_layers * layer;
+}
+
 static void kv_mem_free(uint8_t *p, size_t mapped) {
     if (!p) return;
     if (mapped) munmap(p, mapped);

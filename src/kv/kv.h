@@ -125,6 +125,9 @@ int zl_kv_pieces(const zl_kv *kv, int rows, size_t piece);
 size_t zl_kv_piece(const zl_kv *kv, int rows, size_t piece, int p, void **at);
 /* Entries cached per layer, on average (rounded up): n_used without slices. */
 int zl_kv_cached(const zl_kv *kv);
+/* Memory the cache holds now (K and V): a heap cache its whole allocation
+ * (calloc'd, then written), a mapped one the 4 KiB pages its rows touch. */
+size_t zl_kv_bytes_held(const zl_kv *kv);
 
 /* Install a slicing policy.  budget 0 or > n_ctx is clamped to n_ctx;
  * a budget too small to hold the sinks plus a minimal window is an error.

@@ -28,6 +28,9 @@ static int get_u32_req(const zl_gguf *g, const char *arch, const char *suffix, i
     return 0;
 }
 
+/* The widest projection (heads x head size, or a vocabulary) a file may ask for. */
+#define ZL_MAX_WIDTH (1 << 28)
+
 static int get_u32_opt(const zl_gguf *g, const char *arch, const char *suffix, int *out) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
@@ -78,7 +81,12 @@ static int read_hparams(const zl_gguf *g, zl_hparams *hp, zl_err *err) {
         return zl_errf(err, ZL_EFORMAT, "embedding_length %d is not a multiple of head_count %d", hp->dim, hp->n_heads);
     hp->head_dim = hp->dim / hp->n_heads;
     get_u32_opt(g, a, "attention.key_length", &hp->head_dim);
-    if (hp->head_dim % 2) return zl_errf(err, ZL_EFORMAT, "head dimension %d is odd", hp->head_dim);
+    if (hp->head_dim <= 0 || hp->head_dim % 2) return zl_errf(err, ZL_EFORMAT, "head dimension %d is odd or zero", hp->head_dim);
+    /* the projections' widths are products of two counts: they must fit an int
+     * before they are compared with the tensor table */
+    if ((int64_t)hp->n_heads * hp->head_dim > ZL_MAX_WIDTH)
+        return zl_errf(err, ZL_EFORMAT, "%s.attention.head_count %d x head dimension %d exceeds %d", a, hp->n_heads,
+                       hp->head_dim, ZL_MAX_WIDTH);
     int vlen = hp->head_dim;
     get_u32_opt(g, a, "attention.value_length", &vlen);
     if (vlen != hp->head_dim)
@@ -149,6 +157,31 @@ static int read_swa_layers(const zl_gguf *g, zl_model *m, zl_err *err) {
     return 0;
 }
 
+/* block_count against the tensor table, before anything is allocated per
+ * layer: the layers present are the names blk.N.*, and they must be exactly
+ * blk.0 .. blk.(block_count - 1), so a count the file does not back is a
+ * clean error and not a calloc of that many layers (a hole in the middle is
+ * named by the binding that follows). */
+static int check_layer_count(const zl_gguf *g, const zl_hparams *hp, zl_err *err) {
+    int64_t top = -1;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        zl_str s = g->tensors[i].name;
+        if (s.len < 6 || memcmp(s.ptr, "blk.", 4)) continue;
+        int64_t l = 0;
+        uint64_t j = 4;
+        for (; j < s.len && j < 14 && s.ptr[j] >= '0' && s.ptr[j] <= '9'; j++) l = l * 10 + (s.ptr[j] - '0');
+        if (j == 4 || j >= s.len || s.ptr[j] != '.') continue;
+        if (l > top) top = l;
+    }
+    if (top + 1 != hp->n_layers) {
+        char span[48] = "no blk.* tensors";
+        if (top >= 0) snprintf(span, sizeof span, "blk.0 .. blk.%lld", (long long)top);
+        return zl_errf(err, ZL_EFORMAT, "%s.block_count is %d but the tensor table holds %lld layer%s (%s)", hp->arch,
+                       hp->n_layers, (long long)(top + 1), top == 0 ? "" : "s", span);
+    }
+    return 0;
+}
+
 /* Bind a 2-D weight of shape [cols, rows] (GGUF order).  rows may be 0 to accept any. */
 static int bind_mat(const zl_gguf *g, const char *name, int64_t cols, int64_t rows, zl_mat *m, int optional,
                     zl_err *err) {
@@ -213,6 +246,9 @@ int zl_model_from_gguf(zl_model **out, zl_gguf *g, zl_err *err) {
     if (zl_gguf_get_str(g, "general.name", &name) == 0) zl_str_copy(name, m->name, sizeof m->name);
     const zl_gguf_tensor *te = rc ? NULL : zl_gguf_find_tensor(g, "token_embd.weight");
     if (!rc && !te) rc = zl_errf(err, ZL_EFORMAT, "missing tensor token_embd.weight");
+    if (!rc && te->ne[1] > ZL_MAX_WIDTH)
+        rc = zl_errf(err, ZL_EFORMAT, "token_embd.weight has %lld rows, more than %d tokens", (long long)te->ne[1],
+                     ZL_MAX_WIDTH);
     if (!rc) {
         hp->n_vocab = (int)te->ne[1];
         rc = bind_mat(g, "token_embd.weight", hp->dim, 0, &m->tok_embd, 0, err);
@@ -223,11 +259,13 @@ int zl_model_from_gguf(zl_model **out, zl_gguf *g, zl_err *err) {
         m->output = m->tok_embd;
         hp->tied_output = 1;
     }
+    if (!rc) rc = check_layer_count(g, hp, err);
     if (!rc) {
         m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
         if (!m->layers) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
     }
-    int qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
+    /* products that read_hparams bounded: computed only once it succeeded */
+    int qd = rc ? 0 : hp->n_heads * hp->head_dim, kvd = rc ? 0 : hp->n_kv_heads * hp->head_dim;
     for (int l = 0; !rc && l < hp->n_layers; l++) {
         zl_layer *L = &m->layers[l];
         char n[96];
@@ -271,7 +309,7 @@ int zl_model_load(zl_model **out, const char *path, const zl_model_opts *opts, z
         go.no_mmap = opts->no_mmap;
         go.populate = opts->populate;
         if (opts->isa && *opts->isa && zl_isa_from_name(opts->isa, &isa))
-            return zl_errf(err, ZL_EINVAL, "unknown ISA level '%s' (scalar, avx2 or avx512)", opts->isa);
+            return zl_errf(err, ZL_EINVAL, "unknown ISA level '%s' (%s)", opts->isa, zl_isa_names());
     }
     zl_gguf *g;
     int rc = zl_gguf_open(&g, path, &go, err);

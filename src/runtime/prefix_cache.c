@@ -200,7 +200,9 @@ void zl_pcache_insert(zl_pcache *c, const char *tenant, zl_seq *src, int take) {
     const int32_t *src_tokens = zl_seq_tokens(src, &n_fed);
     zl_kv_stats ks;
     zl_seq_kv_stats(src, &ks);
-    size_t bytes = (size_t)ks.bytes_per_token * (size_t)n;
+    /* what the entry holds: a snapshot its n rows; a sequence kept whole
+     * the memory its whole cache holds (zl_kv_stats.bytes_held) */
+    size_t bytes = take ? (size_t)ks.bytes_held : (size_t)ks.bytes_per_token * (size_t)n;
     if (!c || !c->max_bytes || n < c->block || zl_seq_kv_policy(src) != ZL_KV_POLICY_FULL || n != n_fed ||
         bytes > c->max_bytes) {
         if (take) seq_zero_free(src);

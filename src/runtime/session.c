@@ -66,6 +66,7 @@ struct zl_sessions {
     int spare_due;      /* a job ended since the spare was taken: make one */
     int mapping;        /* the sweeper is creating part or mapping a piece of it, without mu */
     int in_flight;      /* jobs between acquire and release */
+    int releasing;      /* hook_release calls still running (zl_sessions_free waits for them) */
     double last_end;    /* monotonic ms of the last release */
     uint64_t spare_bytes_mapped, spares_made, spares_taken, spares_taken_part;
     pthread_cond_t spare_cv;
@@ -327,6 +328,9 @@ int zl_sessions_new(zl_sessions **out, const zl_sessions_opts *o, zl_err *err) {
 void zl_sessions_free(zl_sessions *s) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
+    /* a job's release may still be running on the engine thread after its
+     * reader saw it end (the engine publishes the end first) */
+    while (s->in_flight > 0 || s->releasing > 0) pthread_cond_wait(&s->home_cv, &s->mu);
     s->stop = 1;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
@@ -600,6 +604,7 @@ static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int3
         s->in_flight--;
         s->last_end = zl_now_ms();
         pthread_cond_signal(&s->cv);
+        pthread_cond_broadcast(&s->home_cv);
         pthread_mutex_unlock(&s->mu);
     }
     return rc;
@@ -615,8 +620,13 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
     if (!s->spare && !s->part && s->spare_llm) s->spare_due = 1; /* made once the engine is quiet */
     pthread_cond_signal(&s->cv);
     if (!h->has_id) {
+        s->releasing++;
         pthread_mutex_unlock(&s->mu);
         zl_pcache_insert(s->pcache, h->tenant, q, 1); /* keeps q or zeroes and frees it */
+        pthread_mutex_lock(&s->mu);
+        s->releasing--;
+        pthread_cond_broadcast(&s->home_cv);
+        pthread_mutex_unlock(&s->mu);
         return;
     }
     sess *x;

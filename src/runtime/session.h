@@ -78,7 +78,9 @@ typedef struct zl_sessions_stats {
 } zl_sessions_stats;
 
 int zl_sessions_new(zl_sessions **out, const zl_sessions_opts *o, zl_err *err);
-/* Stop the sweeper and zero everything.  Call after the scheduler stopped. */
+/* Stop the sweeper and zero everything.  Call after the scheduler stopped,
+ * or at least after every job hooked to this store has ended: a release
+ * still running on the engine thread is waited for. */
 void zl_sessions_free(zl_sessions *s);
 const zl_sessions_opts *zl_sessions_get_opts(const zl_sessions *s);
 

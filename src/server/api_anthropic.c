@@ -9,25 +9,6 @@
 #include "anthropic.h"
 #include "tools.h"
 
-static int ant_text(json_t *c, const char *path, zl_buf *out, zl_verr *e) {
-    if (json_is_string(c)) { zl_buf_puts(out, json_string_value(c)); return 0; }
-    if (!json_is_array(c)) return zl_verr_set(e, path, "%s: expected a string or an array of content blocks", path);
-    size_t i;
-    json_t *p;
-    json_array_foreach(c, i, p) {
-        char f[128];
-        snprintf(f, sizeof f, "%s[%zu]", path, i);
-        const char *type = NULL, *text = NULL;
-        if (!json_is_object(p)) return zl_verr_set(e, f, "%s: expected an object", f);
-        if (zl_jv_str(p, "type", f, 1, &type, e) < 0) return -1;
-        if (strcmp(type, "text"))
-            return zl_verr_set(e, f, "%s.type: '%s' blocks are not supported (only \"text\")", f, type);
-        if (zl_jv_str(p, "text", f, 1, &text, e) < 0) return -1;
-        zl_buf_puts(out, text);
-    }
-    return 0;
-}
-
 /* A message's blocks: text, tool_use (assistant), tool_result (user: each
  * becomes a tool turn), thinking (dropped: the model's own past reasoning). */
 static int ant_blocks(json_t *c, const char *role, const char *path, zl_request *q, zl_verr *e) {
@@ -72,7 +53,7 @@ static int ant_blocks(json_t *c, const char *role, const char *path, zl_request 
             json_t *rc = json_object_get(p, "content");
             char cf[160];
             snprintf(cf, sizeof cf, "%s.content", f);
-            if (rc && !json_is_null(rc) && ant_text(rc, cf, &q->msgs[mi].text, e) < 0) return -1;
+            if (rc && !json_is_null(rc) && zl_jv_text_parts(rc, cf, "content blocks", &q->msgs[mi].text, e) < 0) return -1;
             zl_buf_puts(&q->msgs[mi].text, "");
             mi++;
         } else {
@@ -169,20 +150,8 @@ static int parse_generation(json_t *b, zl_request *q, zl_verr *e) {
         if (zl_jv_str(md, "user_id", "metadata", 0, &q->user, e) < 0) return -1;
     }
     json_t *ss = json_object_get(b, "stop_sequences");
-    if (ss && !json_is_null(ss)) {
-        if (!json_is_array(ss)) return zl_verr_set(e, "stop_sequences", "stop_sequences: expected an array of strings");
-        if (json_array_size(ss) > ZL_REQ_MAX_STOPS)
-            return zl_verr_set(e, "stop_sequences", "stop_sequences: at most %d sequences", ZL_REQ_MAX_STOPS);
-        size_t i;
-        json_t *x;
-        json_array_foreach(ss, i, x) {
-            char f[40];
-            snprintf(f, sizeof f, "stop_sequences[%zu]", i);
-            if (!json_is_string(x)) return zl_verr_set(e, f, "%s: expected a string", f);
-            if (!json_string_length(x)) return zl_verr_set(e, f, "%s: must not be empty", f);
-            q->stops[q->n_stops++] = json_string_value(x);
-        }
-    }
+    if (ss && !json_is_null(ss) && zl_jv_strings(ss, "stop_sequences", ZL_REQ_MAX_STOPS, 0, q->stops, &q->n_stops, e) < 0)
+        return -1;
     return 0;
 }
 
@@ -192,11 +161,9 @@ int zl_ant_parse(json_t *b, int count_only, zl_request *q, zl_verr *e) {
     if (zl_jv_str(b, "model", "", 1, &q->model, e) < 0) return -1;
     if (!count_only && parse_generation(b, q, e) < 0) return -1;
     json_t *sys = json_object_get(b, "system");
-    if (sys && !json_is_null(sys) && ant_text(sys, "system", &q->system, e) < 0) return -1;
-    json_t *msgs = json_object_get(b, "messages");
-    if (!msgs) return zl_verr_set(e, "messages", "messages: field required");
-    if (!json_is_array(msgs) || !json_array_size(msgs))
-        return zl_verr_set(e, "messages", "messages: expected a non-empty array");
+    if (sys && !json_is_null(sys) && zl_jv_text_parts(sys, "system", "content blocks", &q->system, e) < 0) return -1;
+    json_t *msgs = zl_jv_messages(b, e);
+    if (!msgs) return -1;
     zl_buf *st = q->system.n ? zl_request_add_msg(q, "system") : NULL;
     if (q->system.n && (!st || (zl_buf_put(st, q->system.p, q->system.n), zl_buf_puts(st, ""), st->oom)))
         return zl_verr_set(e, "", "out of memory");
@@ -206,11 +173,9 @@ int zl_ant_parse(json_t *b, int count_only, zl_request *q, zl_verr *e) {
         char f[64], cf[80];
         snprintf(f, sizeof f, "messages[%zu]", i);
         snprintf(cf, sizeof cf, "%s.content", f);
+        static const char *const roles[] = {"user", "assistant", NULL};
         const char *role = NULL;
-        if (!json_is_object(m)) return zl_verr_set(e, f, "%s: expected an object", f);
-        if (zl_jv_str(m, "role", f, 1, &role, e) < 0) return -1;
-        if (strcmp(role, "user") && strcmp(role, "assistant"))
-            return zl_verr_set(e, f, "%s.role: '%s' is not \"user\" or \"assistant\"", f, role);
+        if (zl_jv_role(m, f, roles, "\"user\" or \"assistant\"", &role, e) < 0) return -1;
         json_t *c = json_object_get(m, "content");
         if (!c || json_is_null(c)) return zl_verr_set(e, cf, "%s: field required", cf);
         if (json_is_array(c) && !json_array_size(c) && !(i + 1 == nm && !strcmp(role, "assistant")))

@@ -8,7 +8,8 @@
 #include "http.h"
 #include "metrics.h"
 
-enum MHD_Result zl_api_health(zl_req *r) {
+enum MHD_Result zl_api_health(zl_req *r, json_t *body) {
+    (void)body;
     zl_sched_stats st;
     zl_sched_get_stats(r->srv->sched, &st);
     return zl_reply_json(r, 200,
@@ -18,7 +19,8 @@ enum MHD_Result zl_api_health(zl_req *r) {
                          NULL);
 }
 
-enum MHD_Result zl_api_metrics(zl_req *r) {
+enum MHD_Result zl_api_metrics(zl_req *r, json_t *body) {
+    (void)body;
     zl_buf b = {0};
     zl_metrics_render(&b, r->srv->sched);
     if (r->srv->sessions) zl_sessions_metrics(r->srv, &b);
@@ -58,19 +60,12 @@ enum MHD_Result zl_api_tokenize(zl_req *r, json_t *b) {
 enum MHD_Result zl_api_detokenize(zl_req *r, json_t *b) {
     json_t *t = json_object_get(b, "tokens");
     if (!t) return zl_reply_error(r, ZL_E_INVALID, "tokens", "tokens: field required");
-    if (!json_is_array(t)) return zl_reply_error(r, ZL_E_INVALID, "tokens", "tokens: expected an array of token ids");
-    size_t n = json_array_size(t);
-    int nv = zl_llm_n_vocab(r->srv->llm);
-    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
-    if (!ids) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        json_t *x = json_array_get(t, i);
-        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= nv) {
-            free(ids);
-            return zl_reply_error(r, ZL_E_INVALID, "tokens", "tokens[%zu]: expected a token id in [0, %d)", i, nv);
-        }
-        ids[i] = (int32_t)json_integer_value(x);
-    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    zl_verr e = {{0}, {0}};
+    int vrc = zl_jv_token_ids(t, "tokens", zl_llm_n_vocab(r->srv->llm), &ids, &n, &e);
+    if (vrc) return vrc == -2 ? zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory")
+                              : zl_reply_error(r, ZL_E_INVALID, "tokens", "%s", e.msg);
     char *s = NULL;
     size_t len = 0;
     zl_err err = {0};
@@ -84,7 +79,8 @@ enum MHD_Result zl_api_detokenize(zl_req *r, json_t *b) {
 
 /* Read the model file once so its pages are in the page cache (and, with the
  * weights mapped, the first requests do not pay for disk reads). */
-enum MHD_Result zl_api_preheat(zl_req *r) {
+enum MHD_Result zl_api_preheat(zl_req *r, json_t *body) {
+    (void)body;
     double t0 = zl_now_ms();
     int fd = open(r->srv->o.model_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "cannot open the model: %s", strerror(errno));

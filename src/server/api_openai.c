@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pipeline.h"
+#include "openai.h"
 #include "tools.h"
 
 /* logit_bias: {"<token id>": bias in [-100, 100], ...} (OpenAI's shape);
@@ -41,11 +41,6 @@ static int parse_logit_bias(json_t *b, zl_request *q, zl_verr *e) {
     q->sampling.logit_bias = q->bias;
     q->sampling.n_logit_bias = n;
     return 0;
-}
-
-zl_sampling zl_oai_sampling_defaults(void) {
-    return (zl_sampling){.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
-                         .repeat_last_n = 64, .presence_penalty = 0, .frequency_penalty = 0, .seed = 0};
 }
 
 /* Sampling and limits common to both endpoints. */
@@ -89,16 +84,7 @@ static int parse_common(json_t *b, zl_request *q, zl_verr *e) {
     if (st && json_is_string(st)) {
         if (json_string_length(st)) q->stops[q->n_stops++] = json_string_value(st);
     } else if (st && json_is_array(st)) {
-        if (json_array_size(st) > ZL_REQ_MAX_STOPS)
-            return zl_verr_set(e, "stop", "stop: at most %d sequences", ZL_REQ_MAX_STOPS);
-        size_t i;
-        json_t *x;
-        json_array_foreach(st, i, x) {
-            char f[32];
-            snprintf(f, sizeof f, "stop[%zu]", i);
-            if (!json_is_string(x)) return zl_verr_set(e, f, "%s: expected a string", f);
-            if (json_string_length(x)) q->stops[q->n_stops++] = json_string_value(x);
-        }
+        if (zl_jv_strings(st, "stop", ZL_REQ_MAX_STOPS, 1, q->stops, &q->n_stops, e) < 0) return -1;
     } else if (st && !json_is_null(st)) {
         return zl_verr_set(e, "stop", "stop: expected a string or an array of strings");
     }
@@ -356,25 +342,8 @@ static json_t *oai_body(const zl_result *res) {
 static const zl_emitter chat_emitter = {"chatcmpl-", oai_start, oai_delta, oai_error, oai_end, oai_body};
 static const zl_emitter text_emitter = {"cmpl-", oai_start, oai_delta, oai_error, oai_end, oai_body};
 
-/* ---------------- chat ---------------- */
 
-static int parse_content(json_t *c, const char *path, zl_buf *out, zl_verr *e) {
-    if (json_is_string(c)) { zl_buf_puts(out, json_string_value(c)); return 0; }
-    if (!json_is_array(c)) return zl_verr_set(e, path, "%s: expected a string or an array of content parts", path);
-    size_t i;
-    json_t *p;
-    json_array_foreach(c, i, p) {
-        char f[128];
-        snprintf(f, sizeof f, "%s[%zu]", path, i);
-        const char *type = NULL, *text = NULL;
-        if (!json_is_object(p)) return zl_verr_set(e, f, "%s: expected an object", f);
-        if (zl_jv_str(p, "type", f, 1, &type, e) < 0) return -1;
-        if (strcmp(type, "text")) return zl_verr_set(e, f, "%s.type: '%s' is not supported (only \"text\")", f, type);
-        if (zl_jv_str(p, "text", f, 1, &text, e) < 0) return -1;
-        zl_buf_puts(out, text);
-    }
-    return 0;
-}
+/* ---------------- chat ---------------- */
 
 /* An assistant turn's tool_calls, a tool turn's tool_call_id. */
 static int parse_msg_tools(json_t *m, const char *role, const char *f, zl_request_msg *out, zl_verr *e) {
@@ -416,42 +385,28 @@ static int parse_chat(json_t *b, zl_request *q, zl_verr *e) {
     if (lp) q->n_logprobs = (int)top;
     else if (json_is_number(json_object_get(b, "top_logprobs")))
         return zl_verr_set(e, "top_logprobs", "top_logprobs: requires logprobs to be true");
-    json_t *msgs = json_object_get(b, "messages");
-    if (!msgs) return zl_verr_set(e, "messages", "messages: field required");
-    if (!json_is_array(msgs) || !json_array_size(msgs))
-        return zl_verr_set(e, "messages", "messages: expected a non-empty array");
+    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", NULL};
+    json_t *msgs = zl_jv_messages(b, e), *m;
+    if (!msgs) return -1;
     size_t i;
-    json_t *m;
     json_array_foreach(msgs, i, m) {
         char f[64], cf[80];
         snprintf(f, sizeof f, "messages[%zu]", i);
         snprintf(cf, sizeof cf, "%s.content", f);
         const char *role = NULL;
-        if (!json_is_object(m)) return zl_verr_set(e, f, "%s: expected an object", f);
-        if (zl_jv_str(m, "role", f, 1, &role, e) < 0) return -1;
-        if (strcmp(role, "system") && strcmp(role, "developer") && strcmp(role, "user") && strcmp(role, "assistant") &&
-            strcmp(role, "tool"))
-            return zl_verr_set(e, f, "%s.role: '%s' is not one of system, developer, user, assistant, tool", f, role);
+        if (zl_jv_role(m, f, roles, "one of system, developer, user, assistant, tool", &role, e) < 0) return -1;
         json_t *c = json_object_get(m, "content");
         if ((!c || json_is_null(c)) && strcmp(role, "assistant")) /* only an assistant turn may have none */
             return c ? zl_verr_set(e, cf, "%s: must not be null for role '%s'", cf, role)
                      : zl_verr_set(e, cf, "%s: field required", cf);
         zl_buf *text = zl_request_add_msg(q, !strcmp(role, "developer") ? "system" : role);
         if (!text) return zl_verr_set(e, "", "out of memory");
-        if (c && !json_is_null(c) && parse_content(c, cf, text, e) < 0) return -1;
+        if (c && !json_is_null(c) && zl_jv_text_parts(c, cf, "content parts", text, e) < 0) return -1;
         zl_buf_puts(text, "");
         if (text->oom) return zl_verr_set(e, "", "out of memory");
         if (parse_msg_tools(m, role, f, &q->msgs[q->n_msgs - 1], e) < 0) return -1;
     }
     return 0;
-}
-
-enum MHD_Result zl_api_chat(zl_req *r, json_t *b) {
-    zl_request q;
-    zl_verr e = {{0}, {0}};
-    zl_request_init(&q, ZL_REQ_CHAT, b);
-    if (parse_chat(b, &q, &e) < 0) return zl_pipeline_reject(r, &q, &e);
-    return zl_pipeline_run(r, &q, &chat_emitter);
 }
 
 /* ---------------- completions ---------------- */
@@ -496,15 +451,24 @@ static int parse_completion(json_t *b, zl_request *q, zl_verr *e) {
     return 0;
 }
 
-enum MHD_Result zl_api_completions(zl_req *r, json_t *b) {
-    zl_request q;
-    zl_verr e = {{0}, {0}};
-    zl_request_init(&q, ZL_REQ_COMPLETION, b);
-    if (parse_completion(b, &q, &e) < 0) return zl_pipeline_reject(r, &q, &e);
-    return zl_pipeline_run(r, &q, &text_emitter);
+int zl_oai_parse(json_t *b, zl_req_kind kind, zl_request *q, zl_verr *e) {
+    zl_request_init(q, kind, b);
+    return kind == ZL_REQ_CHAT ? parse_chat(b, q, e) : parse_completion(b, q, e);
 }
 
-enum MHD_Result zl_api_models(zl_req *r) {
+/* Both endpoints: parse into a request, then the pipeline. */
+static enum MHD_Result oai_run(zl_req *r, json_t *b, zl_req_kind kind) {
+    zl_request q;
+    zl_verr e = {{0}, {0}};
+    if (zl_oai_parse(b, kind, &q, &e) < 0) return zl_pipeline_reject(r, &q, &e);
+    return zl_pipeline_run(r, &q, kind == ZL_REQ_CHAT ? &chat_emitter : &text_emitter);
+}
+
+enum MHD_Result zl_api_chat(zl_req *r, json_t *b) { return oai_run(r, b, ZL_REQ_CHAT); }
+enum MHD_Result zl_api_completions(zl_req *r, json_t *b) { return oai_run(r, b, ZL_REQ_COMPLETION); }
+
+enum MHD_Result zl_api_models(zl_req *r, json_t *body) {
+    (void)body;
     zl_srv *s = r->srv;
     json_t *j;
     if (s->models) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "request.h"
 
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -46,7 +47,8 @@ static json_t *token_text(const zl_llm *llm, int32_t id) {
     return j;
 }
 
-enum MHD_Result zl_api_props(zl_req *r) {
+enum MHD_Result zl_api_props(zl_req *r, json_t *body) {
+    (void)body;
     /* with several models, ?model=ID (llama.cpp's router mode) picks one: loaded if need be, held for the reply */
     const char *q = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "model");
     if (q && r->srv->models) {
@@ -59,7 +61,7 @@ enum MHD_Result zl_api_props(zl_req *r) {
     zl_srv *s = r->srv;
     zl_sched_stats st;
     zl_sched_get_stats(s->sched, &st);
-    zl_sampling d = zl_oai_sampling_defaults();
+    zl_sampling d = zl_request_sampling_defaults();
     const zl_job_ctl *ctl = zl_sched_ctl(s->sched);
     /* the template the server renders with: the Jinja source it compiled, else the family's name */
     char *src = NULL;
@@ -86,9 +88,7 @@ enum MHD_Result zl_api_props(zl_req *r) {
                            zl_llm_n_vocab(s->llm), "n_embd", zl_llm_n_embd(s->llm), "embedding_pooling",
                            zl_pooling_name(zl_srv_pooling(s)), "chat_template_kind", kind, "weight_bytes",
                            (json_int_t)zl_llm_weight_bytes(s->llm), "completions_max_tokens", 16,
-                           "kv_policy", ctl->kv_policy == ZL_KV_POLICY_FULL     ? "full"
-                                        : ctl->kv_policy == ZL_KV_POLICY_WINDOW ? "window"
-                                                                                 : "anchor");
+                           "kv_policy", zl_kv_policy_name(ctl->kv_policy));
     json_t *j = json_pack("{s:o, s:i, s:s, s:s, s:o, s:{s:b, s:b}, s:o, s:o, s:s, s:b, s:b, s:b, s:b, s:o}",
                           "default_generation_settings", dgs, "total_slots", st.n_parallel, "model_alias", s->model_id,
                           "model_path", s->o.model_path, "chat_template", tpl, "modalities", "vision", 0, "audio", 0,

@@ -8,9 +8,8 @@
  * so a tenant string has a fixed size and two identities never share one
  * however long they are (zl_tenant_derive).
  *
- * Tokens: "<id>.<created ms>.<hex HMAC-SHA256(secret, id \n tenant \n created)>".
- * The tenant is not in the token: it is what the request authenticates as,
- * so another tenant's (or an altered, or forged) token fails the MAC -> 403.
+ * Tokens (sess_token.h) are HMACs of id, tenant and creation time; another
+ * tenant's (or an altered, or forged) token fails the MAC -> 403.
  * The secret is random per start unless --session-secret-file names a file
  * (its SHA-256 is the key), which lets tokens survive a restart's checks
  * (the sessions themselves do not: KV lives in memory only). */
@@ -29,6 +28,7 @@
 
 #include "../base/err.h"
 #include "pipeline.h"
+#include "sess_token.h"
 
 struct zl_sess_req {
     zl_srv *srv;
@@ -99,34 +99,6 @@ void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]) {
     }
     if (!user || !*user) user = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-User");
     zl_tenant_derive(NULL, user, out);
-}
-
-static void token_mac(const zl_srv *srv, const char *id, const char *tenant, const char *created, char out[65]) {
-    char msg[512];
-    int n = snprintf(msg, sizeof msg, "%s\n%s\n%s", id, tenant, created);
-    unsigned char mac[32];
-    unsigned int ml = 0;
-    HMAC(EVP_sha256(), srv->sess_secret, (int)srv->sess_secret_len, (const unsigned char *)msg, (size_t)n, mac, &ml);
-    hex(mac, 32, out);
-}
-
-/* 0 and the session id when tok is a valid token of this tenant, else -1. */
-static int token_check(const zl_srv *srv, const char *tok, const char *tenant, char *id, size_t cap) {
-    const char *d1 = strchr(tok, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
-    if (!d1 || !d2 || d1 == tok || (size_t)(d1 - tok) >= cap || d2 - d1 - 1 < 1 || d2 - d1 - 1 > 20 ||
-        strlen(d2 + 1) != 64)
-        return -1;
-    for (const char *p = tok; p < d1; p++)
-        if (!isalnum((unsigned char)*p) && *p != '_') return -1;
-    for (const char *p = d1 + 1; p < d2; p++)
-        if (!isdigit((unsigned char)*p)) return -1;
-    char sid[80], created[24], want[65];
-    snprintf(sid, sizeof sid, "%.*s", (int)(d1 - tok), tok);
-    snprintf(created, sizeof created, "%.*s", (int)(d2 - d1 - 1), d1 + 1);
-    token_mac(srv, sid, tenant, created, want);
-    if (CRYPTO_memcmp(want, d2 + 1, 64)) return -1;
-    snprintf(id, cap, "%s", sid);
-    return 0;
 }
 
 /* ---------------- errors ---------------- */
@@ -219,7 +191,7 @@ int zl_sess_open(zl_req *r, json_t *body, const char *user, zl_sess_req **out) {
         return -1;
     }
     if (tok) {
-        if (token_check(r->srv, tok, c->tenant, c->id, sizeof c->id)) {
+        if (zl_sess_token_check(r->srv->sess_secret, r->srv->sess_secret_len, tok, c->tenant, c->id, sizeof c->id)) {
             bad_token(r);
             free(c);
             return -1;
@@ -321,7 +293,7 @@ static const char *body_user(json_t *b) {
 }
 
 static enum MHD_Result sess_create(zl_req *r, json_t *b) {
-    char tenant[ZL_TENANT_CAP], id[80], created[24], mac[65];
+    char tenant[ZL_TENANT_CAP], id[80], created[24];
     zl_tenant_of(r, body_user(b), tenant);
     zl_rand_id(id, sizeof id, "zs_");
     struct timespec ts;
@@ -331,9 +303,9 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     zl_session_info in;
     zl_sess_status st = zl_sessions_create(r->srv->sessions, id, tenant, (double)ms / 1e3, &in);
     if (st != ZL_SESS_OK) return status_reply(r, st, id);
-    token_mac(r->srv, id, tenant, created, mac);
     char token[200];
-    snprintf(token, sizeof token, "%s.%s.%s", id, created, mac);
+    if (zl_sess_token_make(r->srv->sess_secret, r->srv->sess_secret_len, id, tenant, created, token, sizeof token))
+        return zl_reply_error(r, ZL_E_INTERNAL, NULL, "cannot mint a token for session %s", id);
     json_t *j = info_json(&in);
     json_object_set_new(j, "token", json_string(token));
     return zl_reply_json(r, 200, j, NULL);
@@ -345,28 +317,19 @@ static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, 
 static enum MHD_Result sess_prefill_prompt(zl_req *r, json_t *p, const char *id, const char *tenant) {
     int32_t *ids = NULL;
     size_t n = 0;
-    int nv = zl_llm_n_vocab(r->srv->llm);
+    zl_verr e = {{0}, {0}};
+    int rc;
     if (json_is_string(p)) {
         zl_err err = {0};
         if (zl_llm_tokenize(r->srv->llm, json_string_value(p), json_string_length(p), 1, 0, &ids, &n, &err))
             return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt: %s", err.msg);
+        rc = 0;
     } else if (json_is_array(p)) {
-        n = json_array_size(p);
-        ids = malloc((n ? n : 1) * sizeof *ids);
-        if (!ids) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-        for (size_t k = 0; k < n; k++) {
-            json_t *t = json_array_get(p, k);
-            if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= nv) {
-                free(ids);
-                return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt[%zu]: expected a token id in [0, %d)", k, nv);
-            }
-            ids[k] = (int32_t)json_integer_value(t);
-        }
+        rc = zl_jv_token_ids(p, "prompt", zl_llm_n_vocab(r->srv->llm), &ids, &n, &e);
     } else {
-        return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt: expected a string or an array of token ids");
+        rc = zl_verr_set(&e, "prompt", "prompt: expected a string or an array of token ids");
     }
-    zl_verr e = {{0}, {0}};
-    int rc = zl_pipeline_prompt_limit(r->srv, 0, n, "prompt", &e);
+    if (!rc) rc = zl_pipeline_prompt_limit(r->srv, 0, n, "prompt", &e);
     enum MHD_Result ret = rc ? zl_reply_verr(r, rc, &e) : prefill_run(r, ids, n, id, tenant);
     free(ids);
     return ret;
@@ -467,70 +430,51 @@ static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, 
     return ret;
 }
 
-enum MHD_Result zl_api_sessions(zl_req *r, const char *method) {
-    const char *u = r->url + 12; /* after "/v1/sessions" */
-    int post = !strcmp(method, "POST"), get = !strcmp(method, "GET"), del = !strcmp(method, "DELETE");
-    json_t *b = NULL;
-    if (post && r->body.n) {
-        zl_verr ve = {{0}, {0}};
-        if (!(b = zl_json_parse_body(r->body.p, r->body.n, &ve))) return zl_reply_error(r, ZL_E_INVALID, ve.param, "%s", ve.msg);
-    }
-    enum MHD_Result ret;
-    if (!*u || !strcmp(u, "/")) {
-        ret = post ? sess_create(r, b)
-                   : zl_reply_error(r, ZL_E_METHOD, NULL, "%s is not allowed on /v1/sessions (use POST)", method);
-        json_decref(b);
-        return ret;
-    }
-    char id[80], action[16] = "";
-    const char *p = u + 1, *slash = strchr(p, '/');
-    size_t il = slash ? (size_t)(slash - p) : strlen(p);
-    if (!il || il >= sizeof id || (slash && strlen(slash + 1) >= sizeof action)) {
-        json_decref(b);
-        return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no route for %s %s", method, r->url);
-    }
-    snprintf(id, sizeof id, "%.*s", (int)il, p);
-    if (slash) snprintf(action, sizeof action, "%s", slash + 1);
-    int known = (!*action && (get || del)) || ((!strcmp(action, "flush") || !strcmp(action, "prefill")) && post);
-    if (!known) {
-        json_decref(b);
-        if (!*action || !strcmp(action, "flush") || !strcmp(action, "prefill"))
-            return zl_reply_error(r, ZL_E_METHOD, NULL, "%s is not allowed on %s", method, r->url);
-        return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no route for %s %s", method, r->url);
-    }
+typedef enum { SESS_GET, SESS_DELETE, SESS_FLUSH, SESS_PREFILL } sess_op;
+
+/* The routes on one session (r->path_id): the token must be the caller's
+ * for that session. */
+static enum MHD_Result sess_op_run(zl_req *r, json_t *b, sess_op op) {
+    const char *id = r->path_id;
     char tenant[ZL_TENANT_CAP], tid[80];
     zl_tenant_of(r, body_user(b), tenant);
     const char *tok = token_from(r, b);
     zl_sessions *ss = r->srv->sessions;
-    if (!tok) ret = sess_error(r, 403, "missing_token", "this route needs the session token (X-Zerolayer-Session)");
-    else if (token_check(r->srv, tok, tenant, tid, sizeof tid) || strcmp(tid, id)) ret = bad_token(r);
-    else if (get) {
+    zl_sess_status st;
+    if (!tok) return sess_error(r, 403, "missing_token", "this route needs the session token (X-Zerolayer-Session)");
+    if (zl_sess_token_check(r->srv->sess_secret, r->srv->sess_secret_len, tok, tenant, tid, sizeof tid) || strcmp(tid, id)) return bad_token(r);
+    switch (op) {
+    case SESS_GET: {
         zl_session_info in;
-        zl_sess_status st = zl_sessions_info(ss, id, tenant, &in);
-        ret = st ? status_reply(r, st, id) : zl_reply_json(r, 200, info_json(&in), NULL);
-    } else if (del) {
-        zl_sess_status st = zl_sessions_delete(ss, id, tenant);
-        ret = st ? status_reply(r, st, id)
-                 : zl_reply_json(r, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "session", "deleted", 1), NULL);
-    } else if (!strcmp(action, "flush")) {
-        zl_sess_status st = zl_sessions_flush(ss, id, tenant);
-        ret = st ? status_reply(r, st, id)
-                 : zl_reply_json(r, 200, json_pack("{s:s, s:s, s:b, s:i}", "id", id, "object", "session", "flushed",
-                                                   1, "cached_tokens", 0),
-                                 NULL);
-    } else if (!b) {
-        ret = zl_reply_error(r, ZL_E_INVALID, NULL, "prefill needs a JSON body with `messages` or `text`");
-    } else {
-        zl_sess_status st = zl_sessions_begin(ss, id, tenant);
-        if (st) ret = status_reply(r, st, id);
-        else {
-            ret = sess_prefill(r, b, id, tenant);
-            zl_sessions_end(ss, id, NULL, 0);
-        }
+        st = zl_sessions_info(ss, id, tenant, &in);
+        return st ? status_reply(r, st, id) : zl_reply_json(r, 200, info_json(&in), NULL);
     }
-    json_decref(b);
+    case SESS_DELETE:
+        st = zl_sessions_delete(ss, id, tenant);
+        return st ? status_reply(r, st, id)
+                  : zl_reply_json(r, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "session", "deleted", 1),
+                                  NULL);
+    case SESS_FLUSH:
+        st = zl_sessions_flush(ss, id, tenant);
+        return st ? status_reply(r, st, id)
+                  : zl_reply_json(r, 200, json_pack("{s:s, s:s, s:b, s:i}", "id", id, "object", "session", "flushed",
+                                                    1, "cached_tokens", 0),
+                                  NULL);
+    case SESS_PREFILL:
+        break;
+    }
+    if (!b) return zl_reply_error(r, ZL_E_INVALID, NULL, "prefill needs a JSON body with `messages` or `text`");
+    if ((st = zl_sessions_begin(ss, id, tenant))) return status_reply(r, st, id);
+    enum MHD_Result ret = sess_prefill(r, b, id, tenant);
+    zl_sessions_end(ss, id, NULL, 0);
     return ret;
 }
+
+enum MHD_Result zl_api_session_create(zl_req *r, json_t *b) { return sess_create(r, b); }
+enum MHD_Result zl_api_session_get(zl_req *r, json_t *b) { return sess_op_run(r, b, SESS_GET); }
+enum MHD_Result zl_api_session_delete(zl_req *r, json_t *b) { return sess_op_run(r, b, SESS_DELETE); }
+enum MHD_Result zl_api_session_flush(zl_req *r, json_t *b) { return sess_op_run(r, b, SESS_FLUSH); }
+enum MHD_Result zl_api_session_prefill(zl_req *r, json_t *b) { return sess_op_run(r, b, SESS_PREFILL); }
 
 void zl_sessions_metrics(zl_srv *srv, zl_buf *o) {
     zl_sessions_stats st;

@@ -348,14 +348,26 @@ static batch *find(struct zl_batches *bs, const char *id, const char *tenant) {
     return NULL;
 }
 
-enum MHD_Result zl_api_batches_list(zl_req *r) {
+/* The batches store locked and pruned, and the caller's tenant; NULL after a 500. */
+static struct zl_batches *store_locked(zl_req *r, char tenant[ZL_TENANT_CAP]) {
     struct zl_batches *bs = batches_of(r->srv);
-    if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-    char tenant[ZL_TENANT_CAP];
+    if (!bs) return NULL;
     zl_tenant_of(r, NULL, tenant);
-    json_t *data = json_array();
     pthread_mutex_lock(&bs->mu);
     prune(bs, r->srv);
+    return bs;
+}
+
+static enum MHD_Result no_batch(zl_req *r) {
+    return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no message batch with id '%s'", r->path_id);
+}
+
+enum MHD_Result zl_api_batches_list(zl_req *r, json_t *body) {
+    (void)body;
+    char tenant[ZL_TENANT_CAP];
+    struct zl_batches *bs = store_locked(r, tenant);
+    if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    json_t *data = json_array();
     for (batch *b = bs->head; b; b = b->next)
         if (!strcmp(b->tenant, tenant)) json_array_append_new(data, batch_json(r, b));
     pthread_mutex_unlock(&bs->mu);
@@ -366,47 +378,35 @@ enum MHD_Result zl_api_batches_list(zl_req *r) {
                                            "last_id", last), NULL);
 }
 
-enum MHD_Result zl_api_batches_get(zl_req *r, const char *id) {
-    struct zl_batches *bs = batches_of(r->srv);
-    if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+/* GET /v1/messages/batches/{id} (cancel = 0) and POST .../cancel (cancel = 1). */
+static enum MHD_Result batch_one(zl_req *r, int cancel) {
     char tenant[ZL_TENANT_CAP];
-    zl_tenant_of(r, NULL, tenant);
-    pthread_mutex_lock(&bs->mu);
-    prune(bs, r->srv);
-    batch *b = find(bs, id, tenant);
+    struct zl_batches *bs = store_locked(r, tenant);
+    if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    batch *b = find(bs, r->path_id, tenant);
+    if (b && cancel && !b->ended_flag && !atomic_exchange(&b->cancel, 1)) b->cancel_at = (long long)time(NULL);
     json_t *j = b ? batch_json(r, b) : NULL;
     pthread_mutex_unlock(&bs->mu);
-    if (!j) return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no message batch with id '%s'", id);
-    return zl_reply_json(r, 200, j, NULL);
+    return j ? zl_reply_json(r, 200, j, NULL) : no_batch(r);
 }
 
-enum MHD_Result zl_api_batches_cancel(zl_req *r, const char *id) {
-    struct zl_batches *bs = batches_of(r->srv);
-    if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+enum MHD_Result zl_api_batches_get(zl_req *r, json_t *body) {
+    (void)body;
+    return batch_one(r, 0);
+}
+
+enum MHD_Result zl_api_batches_cancel(zl_req *r, json_t *body) {
+    (void)body;
+    return batch_one(r, 1);
+}
+
+enum MHD_Result zl_api_batches_results(zl_req *r, json_t *body) {
+    (void)body;
     char tenant[ZL_TENANT_CAP];
-    zl_tenant_of(r, NULL, tenant);
-    pthread_mutex_lock(&bs->mu);
-    prune(bs, r->srv);
-    batch *b = find(bs, id, tenant);
-    json_t *j = NULL;
-    if (b) {
-        if (!b->ended_flag && !atomic_exchange(&b->cancel, 1)) b->cancel_at = (long long)time(NULL);
-        j = batch_json(r, b);
-    }
-    pthread_mutex_unlock(&bs->mu);
-    if (!j) return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no message batch with id '%s'", id);
-    return zl_reply_json(r, 200, j, NULL);
-}
-
-enum MHD_Result zl_api_batches_results(zl_req *r, const char *id) {
-    struct zl_batches *bs = batches_of(r->srv);
+    struct zl_batches *bs = store_locked(r, tenant);
     if (!bs) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
     zl_buf out = {0};
-    char tenant[ZL_TENANT_CAP];
-    zl_tenant_of(r, NULL, tenant);
-    pthread_mutex_lock(&bs->mu);
-    prune(bs, r->srv);
-    batch *b = find(bs, id, tenant);
+    batch *b = find(bs, r->path_id, tenant);
     int ended = b && b->ended_flag;
     for (int i = 0; ended && i < b->n; i++) {
         json_t *line = json_pack("{s:s, s:O}", "custom_id", b->custom_ids[i], "result", b->results[i]);
@@ -417,8 +417,8 @@ enum MHD_Result zl_api_batches_results(zl_req *r, const char *id) {
     }
     pthread_mutex_unlock(&bs->mu);
     enum MHD_Result ret;
-    if (!b) ret = zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no message batch with id '%s'", id);
-    else if (!ended) ret = zl_reply_error(r, ZL_E_INVALID, NULL, "message batch '%s' is still in progress", id);
+    if (!b) ret = no_batch(r);
+    else if (!ended) ret = zl_reply_error(r, ZL_E_INVALID, NULL, "message batch '%s' is still in progress", r->path_id);
     else ret = zl_reply_raw(r, 200, "application/x-jsonl", out.p ? out.p : "", out.n);
     zl_buf_free(&out);
     return ret;

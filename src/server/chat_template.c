@@ -13,42 +13,19 @@
 #include <string.h>
 
 #include "../template/jinja.h"
+#include "jsonv.h"
 #include "zerolayer.h"
 
-typedef struct tbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} tbuf;
+typedef zl_buf tbuf;
 
-static void put(tbuf *b, const char *s) {
-    size_t l = strlen(s);
-    if (b->oom) return;
-    if (b->n + l + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + l + 1) nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) { b->oom = 1; return; }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, l);
-    b->n += l;
-    b->p[b->n] = 0;
-}
+static void put(tbuf *b, const char *s) { zl_buf_puts(b, s); }
 
 /* s without leading/trailing whitespace when trim (python's str.strip on ASCII) */
 static void put_trimmed(tbuf *b, const char *s, int trim) {
-    if (!trim) { put(b, s); return; }
     size_t a = 0, e = strlen(s);
-    while (a < e && strchr(" \t\n\r\v\f", s[a])) a++;
-    while (e > a && strchr(" \t\n\r\v\f", s[e - 1])) e--;
-    char *t = malloc(e - a + 1);
-    if (!t) { b->oom = 1; return; }
-    memcpy(t, s + a, e - a);
-    t[e - a] = 0;
-    put(b, t);
-    free(t);
+    while (trim && a < e && strchr(" \t\n\r\v\f", s[a])) a++;
+    while (trim && e > a && strchr(" \t\n\r\v\f", s[e - 1])) e--;
+    zl_buf_put(b, s + a, e - a);
 }
 
 static void putv(tbuf *b, int n, ...) {

@@ -169,6 +169,7 @@ zl_gen *zl_gen_start(zl_sched *s, int32_t *const *prompts, const int *n_prompts,
     g->p = *p;
     g->n = n;
     g->t_start = t_start;
+    g->metrics_done = 1; /* counted only once every job is submitted */
     g->ch = calloc((size_t)n, sizeof *g->ch);
     g->n_prompt = calloc((size_t)n, sizeof *g->n_prompt);
     g->stops = calloc((size_t)(p->n_stops ? p->n_stops : 1), sizeof *g->stops);
@@ -201,7 +202,23 @@ zl_gen *zl_gen_start(zl_sched *s, int32_t *const *prompts, const int *n_prompts,
             return NULL;
         }
     }
+    g->metrics_done = 0;
     return g;
+}
+
+/* Once per generation: its tokens, and each choice stopped early (a stop
+ * sequence, a cancel, or freed before it ended: the client went away). */
+static void gen_metrics(zl_gen *g) {
+    if (g->metrics_done) return;
+    g->metrics_done = 1;
+    long long pt = 0, gt = 0;
+    for (int i = 0; i < g->n; i++) {
+        pt += g->n_prompt[i];
+        gt += g->ch[i].n_read;
+        zl_gen_end e = g->ch[i].end;
+        if (e == ZL_GEN_STOP || e == ZL_GEN_CANCEL || e == ZL_GEN_RUNNING) zl_metrics_cancelled();
+    }
+    zl_metrics_tokens(pt, gt);
 }
 
 int zl_gen_poll(zl_gen *g, int timeout_ms) {
@@ -222,16 +239,7 @@ int zl_gen_poll(zl_gen *g, int timeout_ms) {
         if (done || progressed || attempt) break;
         zl_sched_wait_since(g->sched, seen, timeout_ms);
     }
-    if (done && !g->metrics_done) {
-        g->metrics_done = 1;
-        long long pt = 0, gt = 0;
-        for (int i = 0; i < g->n; i++) {
-            pt += g->n_prompt[i];
-            gt += g->ch[i].n_read;
-            if (g->ch[i].end == ZL_GEN_STOP || g->ch[i].end == ZL_GEN_CANCEL) zl_metrics_cancelled();
-        }
-        zl_metrics_tokens(pt, gt);
-    }
+    if (done) gen_metrics(g);
     if (done && !g->end_called) {
         g->end_called = 1;
         if (g->p.on_end) g->p.on_end(g, g->p.end_ud);
@@ -264,7 +272,10 @@ void zl_gen_free(zl_gen *g) {
     if (!g) return;
     if (!g->end_called) {
         g->end_called = 1;
-        if (g->ch) zl_gen_cancel(g);
+        if (g->ch) {
+            zl_gen_cancel(g);
+            gen_metrics(g);
+        }
         if (g->p.on_end) g->p.on_end(g, g->p.end_ud);
     }
     for (int i = 0; g->ch && i < g->n; i++) {

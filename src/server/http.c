@@ -1,5 +1,9 @@
-/* http.c — libmicrohttpd glue: body collection with a size limit, API-key
- * checks, the route table, JSON/error/SSE replies, metrics per request.
+/* http.c — the transport: libmicrohttpd, body collection with its limits
+ * (an announced oversized body answered before it is read, conflicting
+ * Content-Length refused), the connection policy (per-address limits, idle
+ * timeouts), replies (JSON, errors in the caller's API shape, SSE, CORS
+ * headers, the one Retry-After rule), metrics per request, and the server's
+ * lifecycle.  Routing is routes.c's: this file never looks at a path.
  *
  * Threading: MHD runs one thread per connection, so handlers may block while
  * the engine works; they poll the socket meanwhile so a client that goes
@@ -15,7 +19,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,26 +32,35 @@
 
 #include "../base/err.h"
 #include "metrics.h"
+#include "routes.h"
 
 #define ZL_WAIT_MS 100
 
 /* ---------------- replies ---------------- */
 
-static void add_common_headers(zl_req *r, struct MHD_Response *resp) {
-    (void)r;
+/* Every reply goes out here: the headers every response carries, then
+ * MHD.  Retry-After: on every 429, 503 and 529 (busy, draining,
+ * overloaded), whatever the body. */
+static enum MHD_Result queue_reply(zl_req *r, int status, struct MHD_Response *resp, const char *ctype) {
+    if (ctype) MHD_add_response_header(resp, "Content-Type", ctype);
     MHD_add_response_header(resp, "Server", "zerolayer/" ZEROLAYER_VERSION);
+    if (status == 429 || status == 503 || status == 529) MHD_add_response_header(resp, "Retry-After", "1");
+    if (status == 405 && r->allow[0]) MHD_add_response_header(resp, "Allow", r->allow);
+    if (r->cors_origin) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", r->cors_origin);
+        MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Retry-After, Server-Timing");
+        if (strcmp(r->cors_origin, "*")) MHD_add_response_header(resp, "Vary", "Origin");
+    }
+    r->status = status;
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
 }
 
 enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const char *body, size_t len) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, "Content-Type", ctype);
-    add_common_headers(r, resp);
-    if (status == 429 || status == 529 || status == 503) MHD_add_response_header(resp, "Retry-After", "1");
-    r->status = status;
-    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return queue_reply(r, status, resp, ctype);
 }
 
 enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j, const char *server_timing) {
@@ -57,40 +69,53 @@ enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j, const char *serv
     if (!s) return zl_reply_raw(r, 500, "application/json", "{}", 2);
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
     if (!resp) { free(s); return MHD_NO; }
-    MHD_add_response_header(resp, "Content-Type", "application/json");
-    add_common_headers(r, resp);
     if (server_timing && *server_timing) MHD_add_response_header(resp, "Server-Timing", server_timing);
-    if (status == 429 || status == 529) MHD_add_response_header(resp, "Retry-After", "1");
-    r->status = status;
-    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return queue_reply(r, status, resp, "application/json");
 }
 
-/* The error body in the caller's API shape, and its status. */
-static json_t *error_json(const zl_req *r, zl_ekind kind, const char *param, const char *msg, int *status_out) {
-    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500, 404};
-    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500, 404};
+enum MHD_Result zl_reply_preflight(zl_req *r, const char *methods, const char *req_headers) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    char m[96];
+    snprintf(m, sizeof m, "%s, OPTIONS", methods);
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", m);
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                            req_headers && *req_headers
+                                ? req_headers
+                                : "Authorization, Content-Type, x-api-key, anthropic-version, X-Zerolayer-Session");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    return queue_reply(r, 204, resp, NULL);
+}
+
+const char *zl_req_header(void *conn, const char *name) {
+    return MHD_lookup_connection_value((struct MHD_Connection *)conn, MHD_HEADER_KIND, name);
+}
+
+json_t *zl_error_json(zl_api api, zl_ekind kind, const char *param, const char *msg, int *status_out) {
+    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500, 404, 415};
+    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500, 404, 415};
     static const char *const t_oai[] = {"invalid_request_error", "authentication_error", "invalid_request_error",
                                         "invalid_request_error", "invalid_request_error", "rate_limit_error",
-                                        "server_error", "invalid_request_error"};
+                                        "server_error", "invalid_request_error", "invalid_request_error"};
     static const char *const c_oai[] = {NULL, "invalid_api_key", "unknown_url", "method_not_allowed",
-                                        "request_too_large", "rate_limit_exceeded", NULL, "model_not_found"};
+                                        "request_too_large", "rate_limit_exceeded", NULL, "model_not_found",
+                                        "unsupported_media_type"};
     static const char *const t_ant[] = {"invalid_request_error", "authentication_error", "not_found_error",
                                         "invalid_request_error", "request_too_large", "overloaded_error",
-                                        "api_error", "not_found_error"};
+                                        "api_error", "not_found_error", "invalid_request_error"};
     json_t *j;
-    int status;
-    if (r->api == ZL_API_ANTHROPIC) {
-        status = st_ant[kind];
-        j = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", t_ant[kind], "message", msg);
+    /* the message and the parameter may quote the request (a method, a URL, a key): bytes that are not
+     * UTF-8 become U+FFFD */
+    json_t *m = zl_json_lossy_string(msg, strlen(msg));
+    if (api == ZL_API_ANTHROPIC) {
+        *status_out = st_ant[kind];
+        j = json_pack("{s:s, s:{s:s, s:o}}", "type", "error", "error", "type", t_ant[kind], "message", m);
     } else {
-        status = st_oai[kind];
-        j = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", msg, "type", t_oai[kind], "param",
-                      param && *param ? json_string(param) : json_null(), "code",
+        *status_out = st_oai[kind];
+        j = json_pack("{s:{s:o, s:s, s:o, s:o}}", "error", "message", m, "type", t_oai[kind], "param",
+                      param && *param ? zl_json_lossy_string(param, strlen(param)) : json_null(), "code",
                       c_oai[kind] ? json_string(c_oai[kind]) : json_null());
     }
-    *status_out = status;
     return j;
 }
 
@@ -101,7 +126,7 @@ enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, cons
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     int status;
-    json_t *j = error_json(r, kind, param, msg, &status);
+    json_t *j = zl_error_json(r->api, kind, param, msg, &status);
     return zl_reply_json(r, status, j, NULL);
 }
 
@@ -114,7 +139,7 @@ static enum MHD_Result reply_too_large_mid_body(zl_req *r) {
     char msg[128];
     snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes", r->srv->o.max_body);
     int status;
-    json_t *j = error_json(r, ZL_E_TOO_LARGE, NULL, msg, &status);
+    json_t *j = zl_error_json(r->api, ZL_E_TOO_LARGE, NULL, msg, &status);
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     r->status = status;
@@ -248,14 +273,9 @@ enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s) {
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, s, sse_free);
     if (!resp) { sse_free(s); return MHD_NO; }
     s->resp = resp;
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    add_common_headers(r, resp);
     if (r->diag_full) MHD_add_response_header(resp, "Trailer", "Server-Timing");
-    r->status = 200;
-    enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return queue_reply(r, 200, resp, "text/event-stream");
 }
 
 /* ---------------- helpers ---------------- */
@@ -278,319 +298,11 @@ uint64_t zl_rand_seed(void) {
     return s;
 }
 
-json_t *zl_timings_json(const zl_gen_timing *t) {
-    double pps = t->prefill_ms > 0 ? t->prompt_tokens * 1e3 / t->prefill_ms : 0;
-    double tps = t->decode_ms > 0 && t->generated_tokens > 1 ? (t->generated_tokens - 1) * 1e3 / t->decode_ms : 0;
-    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:f}", "prep_ms", t->prep_ms,
-                          "queue_ms", t->queue_ms, "prefill_ms", t->prefill_ms, "decode_ms", t->decode_ms, "kv_ms",
-                          t->kv_ms, "sample_ms", t->sample_ms, "prompt_tokens", t->prompt_tokens, "generated_tokens",
-                          t->generated_tokens, "cached_tokens", t->cached_tokens, "prompt_tokens_per_second", pps,
-                          "tokens_per_second", tps);
-    if (!j) return j;
-    json_object_set_new(j, "ring", json_boolean(t->ring_on));
-    if (t->ring_on) {
-        json_object_set_new(j, "ring_steps", json_integer((json_int_t)t->ring_steps));
-        json_object_set_new(j, "ring_drafted_tokens", json_integer((json_int_t)t->ring_drafted));
-        json_object_set_new(j, "ring_accepted_tokens", json_integer((json_int_t)t->ring_accepted));
-        json_object_set_new(j, "ring_acceptance",
-                            json_real(t->ring_drafted ? (double)t->ring_accepted / (double)t->ring_drafted : 0.0));
-    }
-    json_object_set_new(j, "kv_policy", json_string(zl_kv_policy_name(t->kv_policy)));
-    if (t->kv_policy) {
-        json_object_set_new(j, "kv_budget", json_integer(t->kv_budget));
-        json_object_set_new(j, "kv_evicted_tokens", json_integer((json_int_t)t->kv_evicted));
-        json_object_set_new(j, "kv_anchor_tokens", json_integer(t->kv_anchors));
-    }
-    if (t->kv_read_steps > 0)
-        json_object_set_new(j, "kv_bytes_per_token", json_real(t->kv_read_bytes / t->kv_read_steps));
-    return j;
-}
+/* ---------------- requests ---------------- */
 
-void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap) {
-    snprintf(buf, cap, "prep;dur=%.3f, queue;dur=%.3f, prefill;dur=%.3f, decode;dur=%.3f, kv;dur=%.3f, sample;dur=%.3f",
-             t->prep_ms, t->queue_ms, t->prefill_ms, t->decode_ms, t->kv_ms, t->sample_ms);
-}
-
-/* ---------------- ring / KV controls ---------------- */
-
-static int ctl_onoff(const char *v, int *on) {
-    if (!strcasecmp(v, "on") || !strcasecmp(v, "true") || !strcmp(v, "1")) *on = 1;
-    else if (!strcasecmp(v, "off") || !strcasecmp(v, "false") || !strcmp(v, "0")) *on = 0;
-    else return -1;
-    return 0;
-}
-
-static int ctl_int(const char *v, long lo, long hi, long *out) {
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) return -1;
-    *out = x;
-    return 0;
-}
-
-/* "256" (tokens) or "0.25" (fraction of the context, 0 < f <= 1). */
-static int ctl_budget(const char *v, zl_job_ctl *c) {
-    if (strchr(v, '.') || strchr(v, 'e') || strchr(v, 'E')) {
-        char *end = NULL;
-        double f = strtod(v, &end);
-        if (end == v || *end || !(f > 0 && f <= 1)) return -1;
-        c->kv_frac = (float)f;
-        c->kv_budget = 0;
-        return 0;
-    }
-    long x;
-    if (ctl_int(v, 1, 1L << 30, &x)) return -1;
-    c->kv_budget = (int)x;
-    c->kv_frac = 0;
-    return 0;
-}
-
-int zl_ctl_parse(zl_req *r, json_t *b, zl_verr *e) {
-    zl_req_ctl *rc = &r->ctl;
-    memset(rc, 0, sizeof *rc);
-    zl_job_ctl c = *zl_sched_ctl(r->srv->sched);
-    const char *budget_src = "--kv-budget";
-    json_t *z = b ? json_object_get(b, "zerolayer") : NULL;
-    if (z && json_is_null(z)) z = NULL;
-    if (z && !json_is_object(z)) return zl_verr_set(e, "zerolayer", "zerolayer: expected an object");
-    if (z) {
-        const char *k;
-        json_t *v;
-        json_object_foreach(z, k, v) {
-            if (strcmp(k, "validation") && strcmp(k, "ring") && strcmp(k, "kv_policy") && strcmp(k, "kv_budget") &&
-                strcmp(k, "anchors") && strcmp(k, "compute"))
-                return zl_verr_set(e, "zerolayer",
-                                   "zerolayer.%.64s: unknown field (expected validation, ring, kv_policy, kv_budget, "
-                                   "anchors, compute)", k);
-        }
-    }
-#define HDR(name) MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name)
-    /* 1. a compute preset replaces the server defaults (the header wins) */
-    const char *comp = HDR("X-Zerolayer-Compute"), *comp_src = "X-Zerolayer-Compute";
-    if (!comp && z) {
-        comp_src = "zerolayer.compute";
-        if (zl_jv_str(z, "compute", "zerolayer", 0, &comp, e) < 0) return -1;
-    }
-    if (comp) {
-        if (zl_job_ctl_preset(comp, &c))
-            return zl_verr_set(e, comp_src, "%s: expected exact, balanced or aggressive, got '%.64s'", comp_src, comp);
-        budget_src = comp_src;
-    }
-    /* 2. body fields */
-    if (z) {
-        json_t *v = json_object_get(z, "validation");
-        if (v && !json_is_null(v)) {
-            int on = 0;
-            if (json_is_boolean(v)) on = json_is_true(v);
-            else if (!json_is_string(v) || ctl_onoff(json_string_value(v), &on))
-                return zl_verr_set(e, "zerolayer.validation", "zerolayer.validation: expected \"on\" or \"off\"");
-            c.spec = on ? ZL_SPEC_LOOKUP : ZL_SPEC_OFF;
-        }
-        long long x;
-        int h = zl_jv_int(z, "ring", "zerolayer", 0, 1, 16, &x, e);
-        if (h < 0) return -1;
-        if (h) c.ring = (int)x;
-        const char *pol = NULL;
-        if (zl_jv_str(z, "kv_policy", "zerolayer", 0, &pol, e) < 0) return -1;
-        if (pol && zl_kv_policy_from_name(pol, &c.kv_policy))
-            return zl_verr_set(e, "zerolayer.kv_policy", "zerolayer.kv_policy: expected %s, got '%.64s'",
-                               zl_kv_policy_names(), pol);
-        v = json_object_get(z, "kv_budget");
-        if (v && !json_is_null(v)) {
-            char tmp[64];
-            int bad = 0;
-            if (json_is_integer(v)) {
-                json_int_t t = json_integer_value(v);
-                if (t < 1 || t > (1 << 30)) bad = 1;
-                else c.kv_budget = (int)t, c.kv_frac = 0;
-            } else if (json_is_real(v)) {
-                double f = json_real_value(v);
-                if (!(f > 0 && f <= 1)) bad = 1;
-                else c.kv_frac = (float)f, c.kv_budget = 0;
-            } else if (json_is_string(v)) {
-                snprintf(tmp, sizeof tmp, "%s", json_string_value(v));
-                bad = ctl_budget(tmp, &c) != 0;
-            } else {
-                bad = 1;
-            }
-            if (bad)
-                return zl_verr_set(e, "zerolayer.kv_budget",
-                                   "zerolayer.kv_budget: expected a token count >= 1 or a fraction of the context in (0, 1]");
-            budget_src = "zerolayer.kv_budget";
-        }
-        v = json_object_get(z, "anchors");
-        if (v && !json_is_null(v)) {
-            if (!json_is_array(v) || json_array_size(v) > 64)
-                return zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors: expected an array of at most 64 strings");
-            size_t i;
-            json_t *a;
-            json_array_foreach(v, i, a) {
-                if (!json_is_string(a) || !json_string_length(a))
-                    return zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors[%zu]: expected a non-empty string", i);
-            }
-            rc->anchors = json_array_size(v) ? v : NULL;
-        }
-    }
-    /* 3. headers override the body and the preset */
-    const char *h;
-    if ((h = HDR("X-Zerolayer-Validation"))) {
-        int on = 0;
-        if (ctl_onoff(h, &on))
-            return zl_verr_set(e, "X-Zerolayer-Validation", "X-Zerolayer-Validation: expected on or off, got '%.64s'", h);
-        c.spec = on ? ZL_SPEC_LOOKUP : ZL_SPEC_OFF;
-    }
-    if ((h = HDR("X-Zerolayer-Ring"))) {
-        long x;
-        if (ctl_int(h, 1, 16, &x))
-            return zl_verr_set(e, "X-Zerolayer-Ring", "X-Zerolayer-Ring: expected an integer 1..16, got '%.64s'", h);
-        c.ring = (int)x;
-    }
-    if ((h = HDR("X-Zerolayer-KV-Policy")) && zl_kv_policy_from_name(h, &c.kv_policy))
-        return zl_verr_set(e, "X-Zerolayer-KV-Policy", "X-Zerolayer-KV-Policy: expected %s, got '%.64s'",
-                           zl_kv_policy_names(), h);
-    if ((h = HDR("X-Zerolayer-KV-Budget"))) {
-        if (ctl_budget(h, &c))
-            return zl_verr_set(e, "X-Zerolayer-KV-Budget",
-                               "X-Zerolayer-KV-Budget: expected a token count >= 1 or a fraction in (0, 1], got '%.64s'",
-                               h);
-        budget_src = "X-Zerolayer-KV-Budget";
-    }
-#undef HDR
-    if (c.kv_policy != ZL_KV_POLICY_FULL) {
-        int n_ctx = zl_sched_n_ctx(r->srv->sched), bud = zl_job_ctl_budget(&c, n_ctx);
-        if (bud < ZL_KV_BUDGET_MIN)
-            return zl_verr_set(e, budget_src,
-                               "%s: a KV budget of %d tokens (of the %d-token context) is below the %d tokens the %s policy needs",
-                               budget_src, bud, n_ctx, ZL_KV_BUDGET_MIN,
-                               zl_kv_policy_name(c.kv_policy));
-        rc->bounded = 1;
-    }
-    rc->ctl = c;
-    return 0;
-}
-
-/* ---------------- routing ---------------- */
-
-static int auth_ok(zl_req *r) {
-    const zl_server_opts *o = &r->srv->o;
-    if (o->n_api_keys == 0) return 1;
-    const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-api-key");
-    const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-    if (!key && auth && !strncasecmp(auth, "Bearer ", 7)) {
-        key = auth + 7;
-        while (*key == ' ') key++;
-    }
-    if (!key) return 0;
-    size_t kl = strlen(key);
-    int ok = 0;
-    for (int i = 0; i < o->n_api_keys; i++) {
-        size_t l = strlen(o->api_keys[i]);
-        ok |= l == kl && CRYPTO_memcmp(key, o->api_keys[i], l) == 0;
-    }
-    return ok;
-}
-
-static const char *batch_id(const char *url, const char **suffix) {
-    static const char pre[] = "/v1/messages/batches/";
-    if (strncmp(url, pre, sizeof pre - 1)) return NULL;
-    const char *id = url + sizeof pre - 1;
-    const char *slash = strchr(id, '/');
-    *suffix = slash ? slash : "";
-    return *id && *id != '/' ? id : NULL;
-}
-
-static enum MHD_Result dispatch(zl_req *r, const char *method) {
-    const char *u = r->url;
-    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
-    if (!strncmp(u, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
-    if (!strcmp(u, "/v1/models") && MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "anthropic-version"))
-        r->api = ZL_API_ANTHROPIC;
-
-    struct { const char *path; int post; } table[] = {
-        {"/health", 0}, {"/v1/health", 0}, {"/metrics", 0}, {"/v1/models", 0}, {"/models", 0},
-        {"/tokenize", 1}, {"/detokenize", 1}, {"/v1/preheat", 1}, {"/v1/chat/completions", 1},
-        {"/chat/completions", 1}, {"/v1/completions", 1}, {"/completions", 1}, {"/v1/messages", 1},
-        {"/v1/messages/count_tokens", 1}, {"/v1/messages/batches", -1}, {"/props", 0}, {"/v1/embeddings", 1},
-        {"/embeddings", 1},
-    };
-    if (!strncmp(u, "/v1/sessions", 12) && (!u[12] || u[12] == '/')) {
-        r->route = "/v1/sessions";
-        if (MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "anthropic-version")) r->api = ZL_API_ANTHROPIC;
-        if (!auth_ok(r))
-            return zl_reply_error(r, ZL_E_AUTH, NULL, "invalid or missing API key (Authorization: Bearer or x-api-key)");
-        if (r->too_large)
-            return zl_reply_error(r, ZL_E_TOO_LARGE, NULL, "request body exceeds the limit of %zu bytes",
-                                  r->srv->o.max_body);
-        return zl_api_sessions(r, method);
-    }
-    int found = -1;
-    for (int i = 0; i < (int)(sizeof table / sizeof *table); i++)
-        if (!strcmp(u, table[i].path)) found = i;
-    const char *suffix = "", *bid = batch_id(u, &suffix);
-    r->route = found >= 0 ? table[found].path : bid ? "/v1/messages/batches/{id}" : "other";
-    if (found < 0 && !bid) return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no route for %s %s", method, u);
-    if (found >= 0 && strcmp(u, "/health") && strcmp(u, "/v1/health") && !auth_ok(r))
-        return zl_reply_error(r, ZL_E_AUTH, NULL, "invalid or missing API key (Authorization: Bearer or x-api-key)");
-    if (bid && !auth_ok(r))
-        return zl_reply_error(r, ZL_E_AUTH, NULL, "invalid or missing API key (Authorization: Bearer or x-api-key)");
-    if (r->too_large)
-        return zl_reply_error(r, ZL_E_TOO_LARGE, NULL, "request body exceeds the limit of %zu bytes",
-                              r->srv->o.max_body);
-    if (bid) {
-        char id[128];
-        size_t l = strcspn(bid, "/");
-        snprintf(id, sizeof id, "%.*s", (int)(l < sizeof id - 1 ? l : sizeof id - 1), bid);
-        if (!strcmp(suffix, "") && get) return zl_api_batches_get(r, id);
-        if (!strcmp(suffix, "/results") && get) return zl_api_batches_results(r, id);
-        if (!strcmp(suffix, "/cancel") && post) return zl_api_batches_cancel(r, id);
-        return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no route for %s %s", method, u);
-    }
-    int want_post = table[found].post;
-    if (want_post == -1) {
-        if (get) return zl_api_batches_list(r);
-        want_post = 1;
-    }
-    if (want_post ? !post : !get)
-        return zl_reply_error(r, ZL_E_METHOD, NULL, "%s is not allowed on %s (use %s)", method, u,
-                              want_post ? "POST" : "GET");
-    if (!want_post) {
-        if (!strcmp(u, "/metrics")) return zl_api_metrics(r);
-        if (!strcmp(u, "/v1/models") || !strcmp(u, "/models")) return zl_api_models(r);
-        if (!strcmp(u, "/props")) return zl_api_props(r);
-        return zl_api_health(r);
-    }
-    if (!strcmp(u, "/v1/preheat")) return zl_api_preheat(r);
-    zl_verr ve = {{0}, {0}};
-    json_t *body = zl_json_parse_body(r->body.p, r->body.n, &ve);
-    if (!body) return zl_reply_error(r, ZL_E_INVALID, ve.param, "%s", ve.msg);
-    enum MHD_Result ret;
-    /* generations select their model in the pipeline; batches run on the first model */
-    int generation = strstr(u, "completions") || !strcmp(u, "/v1/messages");
-    if (!generation && strcmp(u, "/v1/messages/batches") && zl_models_select(r, body, &ret)) {
-        json_decref(body);
-        return ret;
-    }
-    if (!strcmp(u, "/tokenize")) ret = zl_api_tokenize(r, body);
-    else if (!strcmp(u, "/detokenize")) ret = zl_api_detokenize(r, body);
-    else if (strstr(u, "chat/completions")) ret = zl_api_chat(r, body);
-    else if (strstr(u, "completions")) ret = zl_api_completions(r, body);
-    else if (!strcmp(u, "/v1/messages")) ret = zl_api_messages(r, body);
-    else if (!strcmp(u, "/v1/messages/count_tokens")) ret = zl_api_count_tokens(r, body);
-    else if (strstr(u, "embeddings")) ret = zl_api_embeddings(r, body);
-    else ret = zl_api_batches_create(r, body);
-    json_decref(body);
-    return ret;
-}
-
-/* Percent-decoding of the URL (MHD_OPTION_UNESCAPE_CALLBACK) that leaves
- * "%00" as it is: a decoded NUL would cut the route ("/health%00.json" would
- * be "/health"), so such a URL matches no route. */
 static int hexv(int c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }
 
-static size_t url_unescape(void *cls, struct MHD_Connection *conn, char *s) {
-    (void)cls;
-    (void)conn;
+size_t zl_url_unescape(char *s) {
     char *w = s;
     for (const char *p = s; *p; p++) {
         int hi = *p == '%' ? hexv((unsigned char)p[1]) : -1, lo = hi >= 0 ? hexv((unsigned char)p[2]) : -1;
@@ -605,6 +317,13 @@ static size_t url_unescape(void *cls, struct MHD_Connection *conn, char *s) {
     return (size_t)(w - s);
 }
 
+/* MHD_OPTION_UNESCAPE_CALLBACK: the URL as routes see it. */
+static size_t url_unescape(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls;
+    (void)conn;
+    return zl_url_unescape(s);
+}
+
 typedef struct { int n; const char *first; int differ; } cl_scan;
 
 static enum MHD_Result cl_count(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
@@ -614,6 +333,34 @@ static enum MHD_Result cl_count(void *cls, enum MHD_ValueKind kind, const char *
     if (!c->n++) c->first = value;
     else if (!value || !c->first || strcmp(value, c->first)) c->differ = 1;
     return MHD_YES;
+}
+
+/* While draining: 503 with Retry-After, in the caller's API shape. */
+static enum MHD_Result reply_draining(zl_req *r, const char *url, const char *method) {
+    int status;
+    r->url = url;
+    zl_route_shape(r, method);
+    json_t *j = zl_error_json(r->api, ZL_E_INTERNAL, NULL, "the server is shutting down", &status);
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    enum MHD_Result ret = zl_reply_raw(r, 503, "application/json", body ? body : "{}", body ? strlen(body) : 2);
+    free(body);
+    return ret;
+}
+
+/* After the first SIGINT/SIGTERM: wait until no request is being answered,
+ * the drain timeout passes or a second signal comes. */
+static void drain(zl_srv *srv, const sigset_t *sigs) {
+    int limit = srv->o.drain_timeout_s ? srv->o.drain_timeout_s : 30;
+    if (limit < 0) return;
+    atomic_store(&srv->draining, 1);
+    fprintf(stderr, "zerolayer: draining: %d requests being answered (up to %d s; a second signal stops now)\n",
+            atomic_load(&srv->in_flight), limit);
+    double end = zl_now_ms() + limit * 1e3;
+    while (atomic_load(&srv->in_flight) > 0 && zl_now_ms() < end) {
+        struct timespec tick = {0, 50 * 1000000};
+        if (sigtimedwait(sigs, NULL, &tick) > 0) return;
+    }
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -632,6 +379,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) r->fd = ci->connect_fd;
         *con_cls = r;
+        atomic_fetch_add(&srv->in_flight, 1);
+        if (atomic_load(&srv->draining)) return reply_draining(r, url, method);
         /* The headers are in, the body is not: an announced body over the
          * limit is answered now (401/404 first where they apply, else 413),
          * so it is never read, and no `100 Continue` goes out for it (MHD
@@ -640,14 +389,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         MHD_get_connection_values(conn, MHD_HEADER_KIND, cl_count, &cs);
         if (cs.differ) { /* which one frames the body is ambiguous (request smuggling) */
             r->url = url;
-            if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+            zl_route_shape(r, method);
             return zl_reply_error(r, ZL_E_INVALID, NULL, "conflicting Content-Length headers");
         }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) {
             r->too_large = 1;
             r->url = url;
-            return dispatch(r, method);
+            return zl_dispatch(r, method);
         }
         return MHD_YES;
     }
@@ -656,7 +405,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             /* a chunked body that passes the limit: stop reading and answer */
             r->too_large = 1;
             zl_buf_free(&r->body);
-            if (!strncmp(url, "/v1/messages", 12)) r->api = ZL_API_ANTHROPIC;
+            r->url = url;
+            zl_route_shape(r, method);
             return reply_too_large_mid_body(r);
         }
         zl_buf_put(&r->body, upload, *upload_size);
@@ -666,25 +416,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->url = url;
     const char *d = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Zerolayer-Diagnostic");
     r->diag_full = d && !strcasecmp(d, "full");
-    const char *sb = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Zerolayer-Stream-Buffer");
-    if (sb) {
-        long v;
-        r->stream_buffer = ctl_int(sb, 0, 1 << 20, &v) ? -1 : (int)v; /* -1: rejected by dispatch */
-    }
     /* the request is in: while the handler works (a long generation) the
      * connection is busy, not idle; the clock starts again when the reply is
      * queued, and a stream restarts it whenever it has bytes (sse_read) */
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-    enum MHD_Result ret = r->body.oom ? zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory") : dispatch(r, method);
+    enum MHD_Result ret = r->body.oom ? zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory") : zl_dispatch(r, method);
     idle_clock_restart(conn, srv->idle_timeout_s);
     return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls;
+    zl_srv *srv = cls;
     (void)conn;
     zl_req *r = *con_cls;
     if (!r) return;
+    atomic_fetch_sub(&srv->in_flight, 1);
     zl_models_release(r->model_slot);
     int status = r->status;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499; /* client closed */
@@ -783,11 +529,12 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
 
     int sig = 0;
     sigwait(&sigs, &sig);
+    drain(srv, &sigs);
     fprintf(stderr, "zerolayer: shutting down\n");
     MHD_quiesce_daemon(srv->d);
     zl_sched_stop(srv->sched); /* cancels running jobs, so their streams end */
-    zl_batches_free(srv->batches);
-    MHD_stop_daemon(srv->d);
+    MHD_stop_daemon(srv->d);       /* no request thread runs after this ... */
+    zl_batches_free(srv->batches); /* ... so none can be reading the batches it frees */
     zl_models_free(srv);
     zl_sched_free(srv->sched);
     zl_sessions_free(srv->sessions);

@@ -1,5 +1,6 @@
-/* http.h — what the API adapters share: the server state, one request's
- * context, and replies (JSON, errors in the caller's API shape, SSE streams). */
+/* http.h — the transport (http.c) and what every handler shares: the server
+ * state, one request's context, replies (JSON, errors in the caller's API
+ * shape, SSE streams) and the handlers the route table (routes.c) holds. */
 #ifndef ZL_HTTP_H
 #define ZL_HTTP_H
 
@@ -10,6 +11,7 @@
 
 #include "../runtime/session.h"
 #include "chat_template.h"
+#include "controls.h"
 #include "gen.h"
 #include "jsonv.h"
 #include "server.h"
@@ -32,6 +34,8 @@ typedef struct zl_srv {
     size_t sess_secret_len;
     unsigned idle_timeout_s; /* MHD connection timeout between requests */
     zl_models *models;             /* several models (models.c), or NULL: this one only */
+    atomic_int draining;           /* SIGTERM came: every new request is a 503 */
+    atomic_int in_flight;          /* requests begun and not yet completed */
 } zl_srv;
 
 typedef enum { ZL_API_OPENAI = 0, ZL_API_ANTHROPIC = 1 } zl_api;
@@ -45,17 +49,8 @@ typedef enum {
     ZL_E_BUSY,        /* 429 OpenAI / 529 Anthropic */
     ZL_E_INTERNAL,    /* 500 */
     ZL_E_MODEL_NOT_FOUND, /* 404: OpenAI code model_not_found, Anthropic not_found_error */
+    ZL_E_MEDIA,       /* 415: a body that is not application/json */
 } zl_ekind;
-
-/* Per-request verification ring / KV slicing controls (zl_ctl_parse). */
-typedef struct zl_req_ctl {
-    zl_job_ctl ctl;   /* resolved: server defaults < compute preset < body fields < headers */
-    json_t *anchors;  /* body zerolayer.anchors (borrowed from the body), or NULL */
-    int bounded;      /* a window/anchor KV policy: prompts and generations may exceed the context */
-} zl_req_ctl;
-
-/* Longest generation a request may ask for under a bounded KV policy. */
-#define ZL_MAX_TOKENS_BOUNDED (1 << 20)
 
 typedef struct zl_req {
     zl_srv *srv;
@@ -68,8 +63,10 @@ typedef struct zl_req {
     double t_start;
     zl_api api;
     int diag_full;
-    int stream_buffer; /* X-Zerolayer-Stream-Buffer, 0 if absent */
     int fd;
+    char path_id[80];        /* the route's {id} segment, or "" */
+    char allow[64];          /* sent as Allow (a 405) when set */
+    const char *cors_origin; /* sent as Access-Control-Allow-Origin when set (--cors) */
     char sess_id[80]; /* the session this request runs on ("" if none) */
     zl_req_ctl ctl;   /* ring / KV controls (zeroed until zl_ctl_parse) */
     struct zl_model_slot *model_slot; /* the model this request holds (zl_models_select), or NULL */
@@ -80,6 +77,15 @@ enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j /* stolen */, con
 enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const char *body, size_t len);
 enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The error body of kind in an API's shape, and its status. */
+json_t *zl_error_json(zl_api api, zl_ekind kind, const char *param, const char *msg, int *status);
+/* A CORS preflight: 204 with the Access-Control-Allow-* headers for r->cors_origin. */
+enum MHD_Result zl_reply_preflight(zl_req *r, const char *methods, const char *req_headers);
+/* A request header (conn: the MHD connection), as a zl_hdr_fn. */
+const char *zl_req_header(void *conn, const char *name);
+/* Percent-decode a path in place, leaving "%00" as it is (a decoded NUL
+ * would cut the path: "/health%00.json" must not be "/health"). */
+size_t zl_url_unescape(char *s);
 
 /* Is the client still connected?  (A closed or reset socket says no.) */
 int zl_conn_alive(int fd);
@@ -113,25 +119,6 @@ int zl_gen_wait_all(zl_req *r, zl_gen *g);
 /* Helpers shared by the adapters. */
 void zl_rand_id(char *out, size_t cap, const char *prefix);
 uint64_t zl_rand_seed(void);
-json_t *zl_timings_json(const zl_gen_timing *t);
-void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap);
-/* Ring / KV controls of a generation request into r->ctl: headers
- * X-Zerolayer-Validation (on|off), X-Zerolayer-Ring (1..16),
- * X-Zerolayer-KV-Policy (full|window|anchor), X-Zerolayer-KV-Budget (tokens,
- * or a fraction like 0.25), X-Zerolayer-Compute (exact|balanced|aggressive),
- * and the body object "zerolayer" with the same keys (validation, ring,
- * kv_policy, kv_budget, compute) plus anchors (strings of the prompt that are
- * never evicted).  Returns 0, or -1 with e naming the header or field. */
-int zl_ctl_parse(zl_req *r, json_t *body, zl_verr *e);
-/* Route handlers. */
-enum MHD_Result zl_api_chat(zl_req *r, json_t *body);
-enum MHD_Result zl_api_completions(zl_req *r, json_t *body);
-enum MHD_Result zl_api_models(zl_req *r);
-/* What an OpenAI request that sets no sampling field gets (the seed is drawn per request). */
-zl_sampling zl_oai_sampling_defaults(void);
-/* GET /props (api_props.c), POST /v1/embeddings (api_embeddings.c). */
-enum MHD_Result zl_api_props(zl_req *r);
-enum MHD_Result zl_api_embeddings(zl_req *r, json_t *body);
 /* Several models (models.c).  setup: from o.models (nothing when there are
  * none); select: switch r->srv to the model the body's `model` names,
  * loading it if need be, and hold it (-1: replied 404 / 429 / 500 in *ret);
@@ -143,19 +130,36 @@ json_t *zl_models_list(zl_srv *home, int anthropic);
 void zl_models_free(zl_srv *home);
 /* The embeddings' pooling: --pooling, else the model file's, else mean. */
 zl_pooling zl_srv_pooling(const zl_srv *s);
-enum MHD_Result zl_api_messages(zl_req *r, json_t *body);
-enum MHD_Result zl_api_count_tokens(zl_req *r, json_t *body);
-enum MHD_Result zl_api_batches_create(zl_req *r, json_t *body);
-enum MHD_Result zl_api_batches_list(zl_req *r);
-enum MHD_Result zl_api_batches_get(zl_req *r, const char *id);
-enum MHD_Result zl_api_batches_results(zl_req *r, const char *id);
-enum MHD_Result zl_api_batches_cancel(zl_req *r, const char *id);
 void zl_batches_free(struct zl_batches *b);
-enum MHD_Result zl_api_health(zl_req *r);
-enum MHD_Result zl_api_metrics(zl_req *r);
-enum MHD_Result zl_api_tokenize(zl_req *r, json_t *body);
-enum MHD_Result zl_api_detokenize(zl_req *r, json_t *body);
-enum MHD_Result zl_api_preheat(zl_req *r);
+
+/* Route handlers, one per route of the table in routes.c: body is the
+ * request's JSON object (NULL on routes that read none), r->path_id the
+ * path's {id}.  OpenAI (api_openai.c), Anthropic (api_anthropic.c), Message
+ * Batches (batches.c), embeddings, props, misc (/health, /metrics,
+ * /tokenize, /detokenize, /v1/preheat) and sessions (api_sessions.c). */
+#define ZL_HANDLER(name) enum MHD_Result name(zl_req *r, json_t *body)
+ZL_HANDLER(zl_api_chat);
+ZL_HANDLER(zl_api_completions);
+ZL_HANDLER(zl_api_models);
+ZL_HANDLER(zl_api_messages);
+ZL_HANDLER(zl_api_count_tokens);
+ZL_HANDLER(zl_api_batches_create);
+ZL_HANDLER(zl_api_batches_list);
+ZL_HANDLER(zl_api_batches_get);
+ZL_HANDLER(zl_api_batches_results);
+ZL_HANDLER(zl_api_batches_cancel);
+ZL_HANDLER(zl_api_embeddings);
+ZL_HANDLER(zl_api_props);
+ZL_HANDLER(zl_api_health);
+ZL_HANDLER(zl_api_metrics);
+ZL_HANDLER(zl_api_tokenize);
+ZL_HANDLER(zl_api_detokenize);
+ZL_HANDLER(zl_api_preheat);
+ZL_HANDLER(zl_api_session_create);
+ZL_HANDLER(zl_api_session_get);
+ZL_HANDLER(zl_api_session_delete);
+ZL_HANDLER(zl_api_session_flush);
+ZL_HANDLER(zl_api_session_prefill);
 
 /* Tenants (api_sessions.c): what every stored object (sessions, cached
  * prefixes, message batches) is owned by.  "key:<sha256 hex>" of the API key
@@ -168,7 +172,6 @@ void zl_tenant_derive(const char *api_key /* NULL: no keys */, const char *user,
 void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]);
 
 /* Sessions (api_sessions.c). */
-enum MHD_Result zl_api_sessions(zl_req *r, const char *method);
 int zl_sessions_setup(zl_srv *srv, zl_err *err);
 void zl_sessions_metrics(zl_srv *srv, zl_buf *out);
 /* Per generation request: the tenant, and the session when the request

@@ -222,3 +222,74 @@ int zl_jv_num(json_t *o, const char *key, const char *path, double lo, double hi
     *out = x;
     return 1;
 }
+
+json_t *zl_jv_messages(json_t *b, zl_verr *e) {
+    json_t *msgs = json_object_get(b, "messages");
+    if (!msgs) return zl_verr_set(e, "messages", "messages: field required"), NULL;
+    if (!json_is_array(msgs) || !json_array_size(msgs))
+        return zl_verr_set(e, "messages", "messages: expected a non-empty array"), NULL;
+    return msgs;
+}
+
+int zl_jv_role(json_t *m, const char *path, const char *const *roles, const char *expected, const char **role,
+               zl_verr *e) {
+    if (!json_is_object(m)) return zl_verr_set(e, path, "%s: expected an object", path);
+    if (zl_jv_str(m, "role", path, 1, role, e) < 0) return -1;
+    for (const char *const *r = roles; *r; r++)
+        if (!strcmp(*r, *role)) return 0;
+    return zl_verr_set(e, path, "%s.role: '%s' is not %s", path, *role, expected);
+}
+
+int zl_jv_text_parts(json_t *c, const char *path, const char *what, zl_buf *out, zl_verr *e) {
+    if (json_is_string(c)) {
+        zl_buf_puts(out, json_string_value(c));
+        return 0;
+    }
+    if (!json_is_array(c)) return zl_verr_set(e, path, "%s: expected a string or an array of %s", path, what);
+    size_t i;
+    json_t *p;
+    json_array_foreach(c, i, p) {
+        char f[160];
+        snprintf(f, sizeof f, "%s[%zu]", path, i);
+        const char *type = NULL, *text = NULL;
+        if (!json_is_object(p)) return zl_verr_set(e, f, "%s: expected an object", f);
+        if (zl_jv_str(p, "type", f, 1, &type, e) < 0) return -1;
+        if (strcmp(type, "text")) return zl_verr_set(e, f, "%s.type: '%s' is not supported (only \"text\")", f, type);
+        if (zl_jv_str(p, "text", f, 1, &text, e) < 0) return -1;
+        zl_buf_puts(out, text);
+    }
+    return 0;
+}
+
+int zl_jv_strings(json_t *a, const char *path, int max, int skip_empty, const char **out, int *n, zl_verr *e) {
+    if (!json_is_array(a)) return zl_verr_set(e, path, "%s: expected an array of strings", path);
+    if (json_array_size(a) > (size_t)max) return zl_verr_set(e, path, "%s: at most %d sequences", path, max);
+    size_t i;
+    json_t *x;
+    json_array_foreach(a, i, x) {
+        char f[64];
+        snprintf(f, sizeof f, "%s[%zu]", path, i);
+        if (!json_is_string(x)) return zl_verr_set(e, f, "%s: expected a string", f);
+        if (!json_string_length(x) && !skip_empty) return zl_verr_set(e, f, "%s: must not be empty", f);
+        if (json_string_length(x)) out[(*n)++] = json_string_value(x);
+    }
+    return 0;
+}
+
+int zl_jv_token_ids(json_t *a, const char *path, int n_vocab, int32_t **ids, size_t *n, zl_verr *e) {
+    if (!json_is_array(a)) return zl_verr_set(e, path, "%s: expected an array of token ids", path);
+    size_t k = json_array_size(a);
+    int32_t *v = malloc((k ? k : 1) * sizeof *v);
+    if (!v) return zl_verr_set(e, "", "out of memory"), -2;
+    for (size_t i = 0; i < k; i++) {
+        json_t *t = json_array_get(a, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= n_vocab) {
+            free(v);
+            return zl_verr_set(e, path, "%s[%zu]: expected a token id in [0, %d)", path, i, n_vocab);
+        }
+        v[i] = (int32_t)json_integer_value(t);
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct zl_buf {
     char *p;
@@ -44,5 +45,22 @@ int zl_jv_bool(json_t *o, const char *key, const char *path, int *out, zl_verr *
 int zl_jv_int(json_t *o, const char *key, const char *path, int required, long long lo, long long hi, long long *out,
               zl_verr *e);
 int zl_jv_num(json_t *o, const char *key, const char *path, double lo, double hi, double *out, zl_verr *e);
+
+/* The body's "messages": a non-empty array, or NULL with e set. */
+json_t *zl_jv_messages(json_t *body, zl_verr *e);
+/* messages[i] (path) is an object whose required string "role" is one of
+ * roles (NULL-terminated; expected: how an error lists them).  Returns 0 or -1. */
+int zl_jv_role(json_t *m, const char *path, const char *const *roles, const char *expected, const char **role,
+               zl_verr *e);
+/* Message content: a string, or an array of {"type": "text", "text": ...}
+ * parts (what: how the API calls them, "content parts"), appended to out.
+ * Returns 0 or -1. */
+int zl_jv_text_parts(json_t *c, const char *path, const char *what, zl_buf *out, zl_verr *e);
+/* An array of at most max strings (stop sequences) appended to out[*n]:
+ * an empty string is skipped (skip_empty) or an error.  Returns 0 or -1. */
+int zl_jv_strings(json_t *a, const char *path, int max, int skip_empty, const char **out, int *n, zl_verr *e);
+/* An array of token ids, each in [0, n_vocab), into *ids (malloc'd, *n of
+ * them).  Returns 0, -1 (e names path[i]) or -2 (out of memory). */
+int zl_jv_token_ids(json_t *a, const char *path, int n_vocab, int32_t **ids, size_t *n, zl_verr *e);
 
 #endif

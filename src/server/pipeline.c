@@ -14,13 +14,18 @@
 
 /* ---------------- requests and results ---------------- */
 
+zl_sampling zl_request_sampling_defaults(void) {
+    return (zl_sampling){.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
+                         .repeat_last_n = 64, .presence_penalty = 0, .frequency_penalty = 0, .seed = 0};
+}
+
 void zl_request_init(zl_request *q, zl_req_kind kind, json_t *body) {
     memset(q, 0, sizeof *q);
     q->kind = kind;
     q->body = body;
     q->n = 1;
     q->n_logprobs = -1;
-    q->sampling = zl_oai_sampling_defaults();
+    q->sampling = zl_request_sampling_defaults();
     q->parallel_tools = 1;
     q->reasoning_budget = -1;
 }
@@ -77,6 +82,40 @@ void zl_result_choice(const zl_result *res, int i, zl_event *ev) {
     *ev = (zl_event){i, c->text.p ? c->text.p : "", c->text.n, c->toks, c->n_toks, c->end, user_stop(res, c),
                      NULL, 0, NULL, 0, 0};
     if (res->split) zl_tools_event(res, i, 1, 1, ev);
+}
+
+/* The result's timings for both APIs' bodies, and as a Server-Timing value. */
+json_t *zl_timings_json(const zl_gen_timing *t) {
+    double pps = t->prefill_ms > 0 ? t->prompt_tokens * 1e3 / t->prefill_ms : 0;
+    double tps = t->decode_ms > 0 && t->generated_tokens > 1 ? (t->generated_tokens - 1) * 1e3 / t->decode_ms : 0;
+    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:f}", "prep_ms", t->prep_ms,
+                          "queue_ms", t->queue_ms, "prefill_ms", t->prefill_ms, "decode_ms", t->decode_ms, "kv_ms",
+                          t->kv_ms, "sample_ms", t->sample_ms, "prompt_tokens", t->prompt_tokens, "generated_tokens",
+                          t->generated_tokens, "cached_tokens", t->cached_tokens, "prompt_tokens_per_second", pps,
+                          "tokens_per_second", tps);
+    if (!j) return j;
+    json_object_set_new(j, "ring", json_boolean(t->ring_on));
+    if (t->ring_on) {
+        json_object_set_new(j, "ring_steps", json_integer((json_int_t)t->ring_steps));
+        json_object_set_new(j, "ring_drafted_tokens", json_integer((json_int_t)t->ring_drafted));
+        json_object_set_new(j, "ring_accepted_tokens", json_integer((json_int_t)t->ring_accepted));
+        json_object_set_new(j, "ring_acceptance",
+                            json_real(t->ring_drafted ? (double)t->ring_accepted / (double)t->ring_drafted : 0.0));
+    }
+    json_object_set_new(j, "kv_policy", json_string(zl_kv_policy_name(t->kv_policy)));
+    if (t->kv_policy) {
+        json_object_set_new(j, "kv_budget", json_integer(t->kv_budget));
+        json_object_set_new(j, "kv_evicted_tokens", json_integer((json_int_t)t->kv_evicted));
+        json_object_set_new(j, "kv_anchor_tokens", json_integer(t->kv_anchors));
+    }
+    if (t->kv_read_steps > 0)
+        json_object_set_new(j, "kv_bytes_per_token", json_real(t->kv_read_bytes / t->kv_read_steps));
+    return j;
+}
+
+void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap) {
+    snprintf(buf, cap, "prep;dur=%.3f, queue;dur=%.3f, prefill;dur=%.3f, decode;dur=%.3f, kv;dur=%.3f, sample;dur=%.3f",
+             t->prep_ms, t->queue_ms, t->prefill_ms, t->decode_ms, t->kv_ms, t->sample_ms);
 }
 
 /* ---------------- tokens and limits ---------------- */
@@ -158,25 +197,6 @@ int zl_pipeline_chat_tokens(zl_srv *srv, const zl_req_ctl *ctl, const zl_chat_ms
     if (mask) *mask = m;
     else free(m);
     return rc;
-}
-
-/* A completions prompt given as token ids, checked against the vocabulary. */
-static int prompt_ids(zl_srv *srv, const zl_request_prompt *pr, int32_t **ids, size_t *n, zl_verr *e) {
-    int nv = zl_llm_n_vocab(srv->llm);
-    size_t k = json_array_size(pr->ids);
-    int32_t *v = malloc((k ? k : 1) * sizeof *v);
-    if (!v) return PIPE_OOM(e);
-    for (size_t i = 0; i < k; i++) {
-        json_t *t = json_array_get(pr->ids, i);
-        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= nv) {
-            free(v);
-            return zl_verr_set(e, "prompt", "%s[%zu]: expected a token id in [0, %d)", pr->param, i, nv);
-        }
-        v[i] = (int32_t)json_integer_value(t);
-    }
-    *ids = v;
-    *n = k;
-    return 0;
 }
 
 /* q's messages as the template reads them (strings borrowed from q). */
@@ -270,7 +290,7 @@ int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q,
                 rc = zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors: needs a text prompt (%s is token ids)",
                                  pr->param);
             } else {
-                rc = prompt_ids(srv, pr, &p->ids[i], &n, e);
+                rc = zl_jv_token_ids(pr->ids, pr->param, zl_llm_n_vocab(srv->llm), &p->ids[i], &n, e);
             }
             p->n_sets = i + 1;
             if (rc) return rc;
@@ -292,7 +312,7 @@ int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q,
 
 void zl_prepared_free(zl_prepared *p) {
     zl_tools_plan_free(&p->plan);
-    for (int i = 0; i < p->n_sets; i++) {
+    for (int i = 0; i < ZL_REQ_MAX_CHOICES; i++) { /* a failed step may leave its slot filled past n_sets */
         free(p->ids[i]);
         free(p->mask[i]);
     }
@@ -454,17 +474,12 @@ enum MHD_Result zl_pipeline_run(zl_req *r, zl_request *q, const zl_emitter *em) 
     zl_chat_msg *all = NULL;
     int n_all = 0, rc;
     if (zl_models_select(r, q->body, &ret)) goto out;
-    if (r->stream_buffer < 0) {
-        ret = zl_reply_error(r, ZL_E_INVALID, "X-Zerolayer-Stream-Buffer",
-                             "X-Zerolayer-Stream-Buffer: expected a token count >= 0, got '%.64s'",
-                             MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-Stream-Buffer"));
-        goto out;
-    }
-    if (!q->stream_buffer) q->stream_buffer = r->stream_buffer;
-    if ((rc = zl_ctl_parse(r, q->body, &e))) {
+    if ((rc = zl_ctl_parse(zl_sched_ctl(r->srv->sched), zl_sched_n_ctx(r->srv->sched), zl_req_header, r->conn, q->body,
+                           &r->ctl, &e))) {
         ret = zl_reply_verr(r, rc, &e);
         goto out;
     }
+    if (!q->stream_buffer) q->stream_buffer = r->ctl.stream_buffer;
     if (zl_sess_open(r, q->body, q->user, &sr)) goto out; /* replied */
     if (r->sess_id[0] && (q->n > 1 || q->n_prompts > 1)) {
         ret = zl_reply_error(r, ZL_E_INVALID, "n", "n: a session request has one prompt and one choice");

@@ -83,6 +83,9 @@ typedef struct zl_request {
     int reasoning_budget;   /* most thinking tokens; -1: no bound */
 } zl_request;
 
+/* What a request that sets no sampling field gets (the seed is drawn per request by the adapter). */
+zl_sampling zl_request_sampling_defaults(void);
+/* An empty request of kind over body: zl_request_sampling_defaults, n = 1, no logprobs. */
 void zl_request_init(zl_request *q, zl_req_kind kind, json_t *body);
 void zl_request_free(zl_request *q);
 /* Append a message (role static or borrowed); returns its text buffer, or NULL when out of memory. */
@@ -119,6 +122,11 @@ typedef struct zl_result {
     zl_gen_timing timing; /* filled once every choice has ended */
     struct zl_choice_split *split; /* per choice: reasoning / answer / calls, or NULL (tools.c) */
 } zl_result;
+
+/* Timings (and usage counters) as the "timings" object of both APIs' results,
+ * and as a Server-Timing header value. */
+json_t *zl_timings_json(const zl_gen_timing *t);
+void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap);
 
 /* Choice i of a whole result (all its text). */
 void zl_result_choice(const zl_result *res, int i, zl_event *ev);

@@ -1,6 +1,6 @@
 /* server.h — `zerolayer serve`: the HTTP front of the engine.
  *
- * Routes (see http.c for the table): OpenAI /v1/chat/completions,
+ * Routes (the table is in routes.c): OpenAI /v1/chat/completions,
  * /v1/completions, /v1/models; Anthropic /v1/messages, /v1/messages/count_tokens,
  * /v1/messages/batches[...]; /v1/embeddings; /health, /props, /metrics,
  * /tokenize, /detokenize, /v1/preheat.  libmicrohttpd runs one thread per connection; each request
@@ -20,6 +20,8 @@ typedef struct zl_server_opts {
     const char *model_id; /* name reported by /v1/models; default: file name */
     const char **api_keys;
     int n_api_keys;
+    const char **cors_origins; /* --cors: origins (or "*") whose pages may call the API; none: no CORS */
+    int n_cors_origins;
     size_t max_body;       /* bytes; larger bodies get 413 */
     const char *chat_template; /* NULL: from the model */
     const char *chat_template_file; /* Jinja source to use instead of the model's */
@@ -48,9 +50,12 @@ typedef struct zl_server_opts {
     int conns_per_ip;       /* connections from one address (64) */
     int idle_timeout_s;     /* a connection that sends nothing this long is closed (30); a request
                                being answered (a stream, a long generation) is not idle */
+    int drain_timeout_s;    /* after SIGTERM, requests being answered may finish this long (30; < 0: none) */
 } zl_server_opts;
 
-/* Serve until SIGINT/SIGTERM.  Returns 0 or an error code with *err. */
+/* Serve until SIGINT/SIGTERM, then drain: new requests get 503 while those
+ * being answered finish, up to drain_timeout_s or a second signal.  Returns
+ * 0 or an error code with *err. */
 int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err);
 
 #endif

@@ -13,8 +13,9 @@
  * there are, or where the tile ends.  Decoding a token alone, inside a
  * batch, or as part of a prefill chunk gives bit-identical outputs.
  *
- * Scalar reference in attn_ref.c; AVX2 and AVX-512 versions in their own
- * files, each self-consistent (results differ between levels by rounding). */
+ * Scalar reference in attn_ref.c; AVX2, AVX-512 and NEON versions in their
+ * own files, each self-consistent (results differ between levels by
+ * rounding; every NEON level shares attn_neon.c). */
 #ifndef ZL_ATTN_H
 #define ZL_ATTN_H
 
@@ -53,6 +54,7 @@ zl_attn_fn zl_attn_fn_for(int isa, int hd);
 zl_attn_fn zl_attn_fn_ref(int hd);
 zl_attn_fn zl_attn_fn_avx2(int hd);
 zl_attn_fn zl_attn_fn_avx512(int hd);
+zl_attn_fn zl_attn_fn_neon(int hd); /* AArch64 only */
 
 /* Widen n cache rows (hd elements each, stride bytes apart) to f32 rows
  * [n][hd]; shared by the kernels. */

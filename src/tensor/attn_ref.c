@@ -92,7 +92,11 @@ zl_attn_fn zl_attn_fn_ref(int hd) { return hd > 0 ? tile_ref : NULL; }
 
 zl_attn_fn zl_attn_fn_for(int isa, int hd) {
     zl_attn_fn f = NULL;
+#if defined(__aarch64__)
+    if (isa >= ZL_ISA_NEON) f = zl_attn_fn_neon(hd);
+#else
     if (isa >= ZL_ISA_AVX512) f = zl_attn_fn_avx512(hd);
     if (!f && isa >= ZL_ISA_AVX2) f = zl_attn_fn_avx2(hd);
+#endif
     return f ? f : zl_attn_fn_ref(hd);
 }

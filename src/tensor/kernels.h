@@ -5,9 +5,10 @@
  * (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the K formats, F32
  * for F32/F16/BF16) and each kernel reads weight blocks straight from the
  * (mmap'd) source.  Every kernel has a scalar reference (kernels_ref.c); the
- * AVX2 and AVX-512 versions live in their own files behind a kernel table per
- * ISA level (zl_kernels): a model handle holds the table of the level chosen
- * when it was opened, so handles at different levels share one process. */
+ * AVX2, AVX-512 and AArch64 NEON versions live in their own files behind a
+ * kernel table per ISA level (zl_kernels): a model handle holds the table of
+ * the level chosen when it was opened, so handles at different levels share
+ * one process. */
 #ifndef ZL_KERNELS_H
 #define ZL_KERNELS_H
 

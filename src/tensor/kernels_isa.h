@@ -59,6 +59,24 @@ typedef void (*zl_quant_fn)(const float *x, void *dst, int64_t n);
 zl_quant_fn zl_quant_fn_avx2(zl_type partner);
 zl_quant_fn zl_quant_fn_avx512(zl_type partner);
 
+/* Two weight rows wstride bytes apart with T tokens:
+ * out[r * T + t] = dot(row r, activation row t) for r < 2, t < T, each the
+ * same level's one-token result bit for bit (i8mm's 2x2 integer tiles). */
+typedef void (*zl_dot2r_fn)(const void *w, size_t wstride, const void *x, size_t xstride, int64_t n, float *out);
+
+/* AArch64 NEON (kernels_neon*.c; built only there).  level is a zl_isa
+ * (ZL_ISA_NEON .. ZL_ISA_NEON_I8MM) the caller knows the CPU has; each gives
+ * the kernel of the best level <= level, NULL where none.  The quantised
+ * kernels return the scalar reference's bits at every level. */
+zl_dot_fn zl_dot_fn_neon(int level, zl_type t);
+zl_dot_multi_fn zl_dotT_fn_neon(int level, zl_type t, int T); /* T = 2..8 tokens */
+zl_dot2r_fn zl_dot2r_fn_neon(int level, zl_type t, int T); /* T = 2, 4, 6, 8; i8mm only */
+zl_quant_fn zl_quant_fn_neon(zl_type partner);           /* bit-identical to zl_quantize_row */
+/* kernels_neon_dotprod.c's quantised kernels (one token, many[T] for T = 2..8),
+ * and kernels_neon_i8mm.c's (also two_rows[T] for even T). */
+int zl_neon_dotprod_kernels(zl_type t, zl_dot_fn *one, const zl_dot_multi_fn **many);
+int zl_neon_i8mm_kernels(zl_type t, zl_dot_fn *one, const zl_dot_multi_fn **many, const zl_dot2r_fn **two_rows);
+
 /* The 6-bit (scale, min) pair of sub-block j of a Q4_K / Q5_K super-block. */
 static inline void zl_kscale(int j, const uint8_t *q, int *sc, int *m) {
     if (j < 4) {

@@ -54,6 +54,23 @@ static void *work_reserve(zl_work *w, size_t bytes) {
     return p;
 }
 
+#if defined(__aarch64__)
+/* The NEON level for isa (which tests may ask above the CPU's): capped by
+ * what this process may run; ZL_ISA_SCALAR (0) means the reference. */
+static int neon_level(int isa) {
+    int top = (int)zl_cpu_max_isa();
+    return isa < top ? isa : top;
+}
+
+static zl_dot_fn pick_dot(int isa, zl_type t) {
+    zl_dot_fn f = neon_level(isa) >= ZL_ISA_NEON ? zl_dot_fn_neon(neon_level(isa), t) : NULL;
+    return f ? f : zl_dot_fn_ref(t);
+}
+
+static zl_quant_fn pick_quant(int isa, zl_type partner) {
+    return neon_level(isa) >= ZL_ISA_NEON ? zl_quant_fn_neon(partner) : NULL;
+}
+#else
 /* Whether this process may run level isa (the CPU's level, capped by ZL_ISA). */
 static int isa_supported(int isa) { return isa <= (int)zl_cpu_max_isa(); }
 
@@ -79,6 +96,8 @@ static zl_quant_fn pick_quant(int isa, zl_type partner) {
     return f;
 }
 
+#endif
+
 float zl_vec_dot_isa(int isa, zl_type t, const void *wrow, const void *xrow, int64_t n) {
     zl_dot_fn f = pick_dot(isa, t);
     return f ? f(wrow, xrow, n) : NAN;
@@ -96,6 +115,7 @@ typedef struct {
     const zl_mat *W;
     zl_dot_fn dot;
     zl_dot_multi_fn dotk[9]; /* dotk[k]: k tokens per weight row (k = 2..8), or NULL */
+    zl_dot2r_fn dot2r[9]; /* dot2r[k]: two weight rows at once with k tokens, or NULL */
     const uint8_t *xq;
     size_t xq_stride;
     float *y;
@@ -151,8 +171,19 @@ static void part_rows(const mm_part *p, int n_tok, int64_t r0, int64_t r1) {
         for (; t + k <= n_tok; t += k) {
             const int pf = pf_batch && t == 0;
             const uint8_t *xt = p->xq + (size_t)t * p->xq_stride;
-            float *yt = p->y + (int64_t)t * p->ldy, out[8];
-            for (int64_t r = r0; r < r1; r++) {
+            float *yt = p->y + (int64_t)t * p->ldy, out[16];
+            int64_t r = r0;
+            if (p->dot2r[k])
+                for (; r + 2 <= r1; r += 2) {
+                    const uint8_t *row = w + (size_t)r * rb;
+                    if (pf) prefetch_ahead(row, row + 2 * rb);
+                    p->dot2r[k](row, rb, xt, p->xq_stride, cols, out);
+                    for (int q = 0; q < k; q++) {
+                        yt[q * p->ldy + r] = out[q];
+                        yt[q * p->ldy + r + 1] = out[k + q];
+                    }
+                }
+            for (; r < r1; r++) {
                 const uint8_t *row = w + (size_t)r * rb;
                 if (pf) prefetch_ahead(row, row + rb);
                 f(row, xt, p->xq_stride, cols, out);
@@ -232,6 +263,7 @@ static void quant_rows(void *ctx, int ith, int nth) {
 typedef struct { /* how one weight type reads its input at one level */
     zl_dot_fn dot; /* NULL: the type has no kernel */
     zl_dot_multi_fn dotk[9];
+    zl_dot2r_fn dot2r[9];
     zl_type partner;
     zl_quant_fn quant; /* NULL: the reference quantiser */
     int prep;
@@ -249,6 +281,17 @@ static void kern_fill(int isa, zl_type t, mm_kern *pl) {
     pl->partner = zl_dot_partner(t);
     pl->dot = pick_dot(isa, t);
     if (!pl->dot) return;
+#if defined(__aarch64__)
+    if (neon_level(isa) >= ZL_ISA_NEON)
+        for (int k = 2; k <= 8; k++) {
+            pl->dotk[k] = zl_dotT_fn_neon(neon_level(isa), t, k);
+            pl->dot2r[k] = zl_dot2r_fn_neon(neon_level(isa), t, k);
+        }
+    if (pl->dot2r[2]) /* i8mm: token groups of even width, where the two-row kernels are */
+        pl->dotk[3] = pl->dotk[5] = pl->dotk[7] = NULL;
+    if (pl->partner == ZL_TYPE_F32) return;
+    pl->quant = pick_quant(isa, pl->partner);
+#else
     int avx512 = isa >= ZL_ISA_AVX512 && isa_supported(ZL_ISA_AVX512);
     pl->dotk[4] = pick_dot4(isa, t);
     if (avx512 && zl_dot_fn_avx512(t) && pl->dotk[4] && zl_dotT_fn_avx512(t, 4) == pl->dotk[4]) {
@@ -261,6 +304,7 @@ static void kern_fill(int isa, zl_type t, mm_kern *pl) {
     pl->prep = avx512 && zl_prep_kernel_avx512(t, &pl->pk);
     if (!pl->prep && isa >= ZL_ISA_AVX2 && isa_supported(ZL_ISA_AVX2) && !(avx512 && zl_dot_fn_avx512(t)))
         pl->prep = zl_prep_kernel_avx2(t, &pl->pk);
+#endif
     if (pl->prep) {
         pl->dot = pl->pk.dot;
         pl->dotk[2] = pl->pk.dot2;
@@ -273,7 +317,7 @@ static void kern_fill(int isa, zl_type t, mm_kern *pl) {
     }
 }
 
-static zl_kernels g_tables[ZL_ISA_AVX512 + 1]; /* written once, in tables_fill */
+static zl_kernels g_tables[ZL_ISA_TOP + 1]; /* written once, in tables_fill */
 static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
 
 static void tables_fill(void) {
@@ -346,6 +390,7 @@ static int matmul_run(const zl_kernels *ks, const zl_mat *const *W, int nm, cons
         p->ldy = ldy[k];
         p->dot = kn->dot;
         memcpy(p->dotk, kn->dotk, sizeof p->dotk);
+        memcpy(p->dot2r, kn->dot2r, sizeof p->dot2r);
         if (same_as[k] >= 0) {
             p->xq = j.m[src].xq;
             p->xq_stride = j.m[src].xq_stride;

@@ -156,7 +156,7 @@ try {
   });
 
   await check('openai completions: token-array prompt and array of prompts', async () => {
-    const tok = await (await fetch(A.url + '/tokenize', { method: 'POST', body: JSON.stringify({ content: 'Once upon a time', add_special: true }) })).json();
+    const tok = await (await fetch(A.url + '/tokenize', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ content: 'Once upon a time', add_special: true }) })).json();
     const r1 = await oai.completions.create({ model: 'stories', prompt: tok.tokens, max_tokens: 40, temperature: 0 });
     assert.equal(r1.choices[0].text, story);
     const r2 = await oai.completions.create({ model: 'stories', prompt: ['Once upon a time', 'The dog'], max_tokens: 40, temperature: 0 });
@@ -315,12 +315,21 @@ try {
     });
   });
 
+  await check('errors: a body that is not JSON (text/plain, as a cross-site page sends) -> 415 (both APIs)', async () => {
+    let r = await fetch(A.url + '/v1/chat/completions', { method: 'POST', body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] }) });
+    assert.equal(r.status, 415);
+    assert.equal((await r.json()).error.code, 'unsupported_media_type');
+    r = await fetch(A.url + '/v1/messages', { method: 'POST', body: JSON.stringify({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] }) });
+    assert.equal(r.status, 415);
+    assert.equal((await r.json()).type, 'error');
+  });
+
   await check('errors: invalid JSON and invalid UTF-8 -> 400 naming the field', async () => {
-    let r = await fetch(A.url + '/v1/chat/completions', { method: 'POST', body: '{"messages": [' });
+    let r = await fetch(A.url + '/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"messages": [' });
     assert.equal(r.status, 400);
     assert.match((await r.json()).error.message, /invalid JSON/);
     const bad = Buffer.concat([Buffer.from('{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"a'), Buffer.from([0xff, 0xfe]), Buffer.from('"}]}')]);
-    r = await fetch(A.url + '/v1/messages', { method: 'POST', body: bad });
+    r = await fetch(A.url + '/v1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body: bad });
     assert.equal(r.status, 400);
     const j = await r.json();
     assert.equal(j.type, 'error');
@@ -427,23 +436,23 @@ try {
     }
     // invalid values name the header / field
     for (const v of ['-1', 'abc', '1.5']) {
-      const r = await fetch(A.url + '/v1/completions', { method: 'POST', headers: { 'X-Zerolayer-Stream-Buffer': v },
+      const r = await fetch(A.url + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json', 'X-Zerolayer-Stream-Buffer': v },
         body: JSON.stringify({ prompt: 'x', max_tokens: 1 }) });
       assert.equal(r.status, 400);
       assert.equal((await r.json()).error.param, 'X-Zerolayer-Stream-Buffer');
     }
-    const rb = await fetch(A.url + '/v1/completions', { method: 'POST', body: JSON.stringify({ prompt: 'x', max_tokens: 1, stream_buffer: -2 }) });
+    const rb = await fetch(A.url + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'x', max_tokens: 1, stream_buffer: -2 }) });
     assert.equal(rb.status, 400);
     assert.equal((await rb.json()).error.param, 'stream_buffer');
-    const ra = await fetch(A.url + '/v1/messages', { method: 'POST', headers: { 'X-Zerolayer-Stream-Buffer': 'x' },
+    const ra = await fetch(A.url + '/v1/messages', { method: 'POST', headers: { 'content-type': 'application/json', 'X-Zerolayer-Stream-Buffer': 'x' },
       body: JSON.stringify({ model: 'x', max_tokens: 1, messages: [{ role: 'user', content: 'Hi' }] }) });
     assert.equal(ra.status, 400);
     assert.equal((await ra.json()).error.type, 'invalid_request_error');
   });
 
   await check('tokenize / detokenize round trip, health, preheat', async () => {
-    const t = await (await fetch(A.url + '/tokenize', { method: 'POST', body: JSON.stringify({ content: 'Hello world' }) })).json();
-    const d = await (await fetch(A.url + '/detokenize', { method: 'POST', body: JSON.stringify({ tokens: t.tokens }) })).json();
+    const t = await (await fetch(A.url + '/tokenize', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ content: 'Hello world' }) })).json();
+    const d = await (await fetch(A.url + '/detokenize', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tokens: t.tokens }) })).json();
     assert.equal(d.content.trim(), 'Hello world');
     const h = await (await fetch(A.url + '/health')).json();
     assert.equal(h.status, 'ok');

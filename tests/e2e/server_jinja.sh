@@ -36,7 +36,7 @@ done
 grep -q "chat template jinja (.*gemma3.jinja)" "$TMP/log" || fail "start-up line does not name the template"
 URL="http://127.0.0.1:$PORT"
 
-code=$(curl -s -o "$TMP/r1" -w '%{http_code}' "$URL/v1/chat/completions" \
+code=$(curl -s -o "$TMP/r1" -w '%{http_code}' "$URL/v1/chat/completions" -H 'content-type: application/json' \
     -d '{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}],"max_tokens":2}')
 [ "$code" = 400 ] || fail "alternation: HTTP $code: $(cat "$TMP/r1")"
 grep -q '"message":"messages: chat template: Conversation roles must alternate user/assistant/user/assistant/..."' "$TMP/r1" ||
@@ -49,7 +49,7 @@ code=$(curl -s -o "$TMP/r2" -w '%{http_code}' "$URL/v1/messages" -H 'content-typ
 grep -q '"type":"error"' "$TMP/r2" && grep -q 'Conversation roles must alternate' "$TMP/r2" ||
     fail "Anthropic error body: $(cat "$TMP/r2")"
 
-code=$(curl -s -o "$TMP/r3" -w '%{http_code}' "$URL/v1/chat/completions" \
+code=$(curl -s -o "$TMP/r3" -w '%{http_code}' "$URL/v1/chat/completions" -H 'content-type: application/json' \
     -d '{"messages":[{"role":"system","content":"S"},{"role":"user","content":"Once upon"}],"max_tokens":3,"temperature":0}')
 [ "$code" = 200 ] || fail "valid conversation: HTTP $code: $(cat "$TMP/r3")"
 grep -q '"completion_tokens":' "$TMP/r3" || fail "no completion: $(cat "$TMP/r3")"

@@ -2,31 +2,20 @@
  * Messages API through the server's own parsing: zl_json_parse_body (size,
  * UTF-8, JSON), zl_ant_parse (every field's validation; count_tokens and
  * messages forms) and the pipeline's preparation (the chat template render,
- * the tokenizer and the limits: zl_pipeline_count / zl_pipeline_prepare), on the bundled stories260K model.  The first byte picks the
+ * the tokenizer and the limits: zl_pipeline_count / zl_pipeline_prepare),
+ * on the bundled stories260K model (fuzz_srv.h).  The first byte picks the
  * form; the rest is the body.  Bad bodies must be clean 400s, never crashes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_srv.h"
 #include "server/anthropic.h"
-
-#ifndef ZL_ROOT
-#define ZL_ROOT "."
-#endif
-
-static zl_srv srv;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    const char *path = ZL_ROOT "/models/stories260K.gguf";
-    zl_llm_opts lo = {.n_threads = 1};
-    zl_err err = {0};
-    if (zl_llm_open(&srv.llm, path, &lo, &err)) abort();
-    zl_sched_opts so = {.n_parallel = 1, .max_queue = 1, .n_ctx = 256, .step_tokens = 64};
-    if (zl_sched_new(&srv.sched, srv.llm, &so, &err)) abort();
-    if (zl_chat_fmt_setup(&srv.tpl, srv.llm, NULL, NULL, &err)) abort();
-    srv.o.max_body = 1 << 20;
+    fuzz_srv_init();
     return 0;
 }
 

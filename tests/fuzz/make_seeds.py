@@ -80,3 +80,102 @@ for i, (form, b) in enumerate(bodies):
 write("anthropic", "bad_utf8", b"\0" + b'{"model":"x","max_tokens":4,"messages":[{"role":"user","content":"\xc3\x28"}]}')
 write("anthropic", "deep", b"\0" + b"[" * 2000 + b"]" * 2000)
 write("anthropic", "escapes", b"\1" + b'{"model":"\\u0000x","messages":[{"role":"user","content":"\\ud800\\udc00 \\u0000"}]}')
+
+# detok: a flags byte, then int16 ids of stories260K (byte tokens <0xXX> are id 3 + XX)
+def ids(*xs):
+    return struct.pack("<%dh" % len(xs), *xs)
+
+
+cafe = (280, 412, 431, 485, 410, 231, 187, 176, 233, 153, 138, 410, 243, 162, 155, 131, 410, 444)  # "café 中文 😀 x"
+for i, (flags, body) in enumerate([
+        (0, ids(*cafe)),
+        (4, ids(243, 162, 155, 410, 3 + 0xFF, 3 + 0xE4, 444, 3 + 0xC0, 3 + 0x80, 3 + 0xED, 3 + 0xA0, 3 + 0x80)),
+        (3, ids(1, 403, 407, 2, 261, 0, 378)),
+        (24, ids(*range(200, 260))),
+        (6, ids(-1, 280, 600, 412, 32767, -32768, 431, 3 + 0xF0, 3 + 0x9F)),
+        (20, ids(3 + 0xF0, 3 + 0x9F, 3 + 0x98, 3 + 0x80, 3 + 0xF0, 3 + 0x9F, 410, 3 + 0x98))]):
+    write("detok", "seed%d" % i, bytes([flags]) + body)
+
+# session_token: op byte 0 = a token checked as is, 1 = "id.created" minted then edited (pairs: position, byte)
+import hashlib
+import hmac
+
+KEY = b"zerolayer fuzz session key 0123\0"  # fuzz_session_token.c's key (32 bytes)
+TENANT_A = "key:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def token(sid, created, tenant=TENANT_A):
+    mac = hmac.new(KEY, ("%s\n%s\n%s" % (sid, tenant, created)).encode(), hashlib.sha256).hexdigest()
+    return "%s.%s.%s" % (sid, created, mac)
+
+
+good = token("zs_4f9a0c", "1764633600000")
+for i, body in enumerate([
+        good.encode(),
+        good.upper().encode(),
+        (good + ".x").encode(),
+        ("zs_4f9a0c.01764633600000." + good.split(".")[2]).encode(),
+        b"a.b.c", b"..", b"x" * 100 + b".1." + b"0" * 64,
+        b"zs_\xff\xfe.123." + b"f" * 64]):
+    write("session_token", "check%d" % i, b"\0" + body)
+for i, body in enumerate([
+        b"zs_4f9a0c.1764633600000\0" + bytes([5, ord("A"), 30, 0, 200, ord("0")]),
+        b"zs_4f9a0c\0" + bytes([255, ord(".")]),
+        b"s\0" + bytes([1, 0, 2, 0])]):
+    write("session_token", "edit%d" % i, b"\1" + body)
+
+# openai: the form byte first (0 = chat, 1 = completions)
+oai = [
+    (0, {"model": "x", "max_tokens": 16, "messages": [{"role": "user", "content": "Hello"}]}),
+    (0, {"model": "x", "max_tokens": 8, "stream": True, "stop": ["\n", "The"], "temperature": 0.5, "top_p": 0.9,
+         "n": 2, "seed": 7, "logit_bias": {"2": -100, "100": 5}, "logprobs": True, "top_logprobs": 2,
+         "user": "u1", "stream_options": {"include_usage": True},
+         "messages": [{"role": "system", "content": "Be brief."},
+                      {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "!"}]},
+                      {"role": "assistant", "content": None,
+                       "tool_calls": [{"id": "c1", "type": "function",
+                                       "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+                      {"role": "tool", "tool_call_id": "c1", "content": "42"}]}),
+    (0, {"model": "x", "messages": [{"role": "user", "content": "x"}],
+         "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+         "tool_choice": "auto", "response_format": {"type": "json_object"}, "max_completion_tokens": 4}),
+    (0, {"model": "x", "messages": [], "max_tokens": -1, "n": 1000, "stop": "x" * 300}),
+    (1, {"model": "x", "prompt": "Once upon a time", "max_tokens": 8, "echo": True, "suffix": None}),
+    (1, {"model": "x", "prompt": [[1, 403, 407], [600, -1], "text"], "max_tokens": 2, "n": 2}),
+    (1, {"model": "x", "prompt": [], "max_tokens": 2}),
+]
+for i, (form, b) in enumerate(oai):
+    write("openai", "seed%d" % i, bytes([form]) + json.dumps(b).encode())
+write("openai", "bad_utf8", b"\0" + b'{"model":"x","messages":[{"role":"user","content":"\xed\xa0\x80"}]}')
+write("openai", "nul_key", b"\1" + b'{"model":"x","prompt":"a","max_tokens\\u0000":1}')
+
+# http: byte 0 bit 0 = 0: raw request bytes; 1: byte 1 picks a route of fuzz_http.c's table, the rest is the body
+raw = [
+    b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 74\r\n\r\n"
+    b'{"model":"x","max_tokens":4,"messages":[{"role":"user","content":"Hi!!"}]}',
+    b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"10\r\n{\"model\":\"x\",\"ma\r\n3a\r\nx_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}\r\n0\r\n\r\n",
+    b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\nExpect: 100-continue\r\n\r\n",
+    b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n{\"a\":",
+    b"GET /health%00.json HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFF\r\nabc",
+    b"OPTIONS /v1/messages HTTP/1.1\r\nHost: x\r\nOrigin: http://evil\r\nAccess-Control-Request-Method: POST\r\n\r\n",
+    b"GET /v1/messages/batches/msgbatch_x/results HTTP/1.1\r\nHost: x\r\nx-api-key: k\r\n\r\n",
+    b"GET / HTTP/1.0\r\n\r\n",
+]
+for i, r in enumerate(raw):
+    write("http", "raw%d" % i, b"\0" + r)
+framed = [
+    (0, {"model": "x", "max_tokens": 3, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}),
+    (1, {"model": "x", "prompt": [1, 403], "max_tokens": 2}),
+    (2, {"model": "x", "max_tokens": 2, "stream": True, "messages": [{"role": "user", "content": "Hello"}]}),
+    (4, {"requests": [{"custom_id": "a", "params": {"model": "x", "max_tokens": 1,
+                                                    "messages": [{"role": "user", "content": "x"}]}}]}),
+    (5, {"content": "Once upon a time", "add_special": True}),
+    (6, {"tokens": [1, 403, 600, -1]}),
+    (7, {"model": "x", "input": ["a", "b"]}),
+    (8, {"user": "u"}),
+]
+for i, (route, b) in enumerate(framed):
+    write("http", "route%d" % i, bytes([1, route]) + json.dumps(b).encode())

@@ -34,7 +34,7 @@ CHAT='{"messages":[{"role":"user","content":"What is the capital of France?"}],"
 COMP='{"prompt":"Once upon a time","max_tokens":16,"temperature":0}'
 reference() { # model, path, body, out
     zl_serve_start -m "$1" --parallel 2 --ctx 512 || exit 1
-    curl -sS "$URL$2" -d "$3" > "$4"
+    curl -sS "$URL$2" -H 'content-type: application/json' -d "$3" > "$4"
     python3 -c 'import json, sys; json.load(open(sys.argv[1]))["choices"]' "$4" 2>/dev/null ||
         { echo "FAIL: reference $1 $2: $(cat "$4"); server log:"; cat "$T/server.log"; exit 1; }
     stop_server

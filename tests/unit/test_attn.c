@@ -87,7 +87,7 @@ static void run_tile(zl_attn_fn fn, const cache *c, int rows, const float *qs, c
 static void check_type(zl_type t) {
     int hds[] = {8, 16, 24, 32, 64, 80, 128};
     int lens_pool[] = {1, 2, 15, 16, 17, 63, 64, 65, 100, 128, 129, 300};
-    for (int isa = ZL_ISA_SCALAR; isa <= ZL_ISA_AVX512; isa++) {
+    for (int isa = ZL_ISA_SCALAR; isa <= ZL_ISA_TOP; isa++) {
         if (isa > (int)zl_cpu_max_isa()) continue;
         for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++) {
             int hd = hds[hi];

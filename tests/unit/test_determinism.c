@@ -6,7 +6,8 @@
  * multi-token (prefill/batch/verify) paths must accumulate exactly like the
  * one-token path.
  *
- * One suite per ISA level (scalar/…, avx2/…, avx512/…); ctest runs each as its
+ * One suite per ISA level (scalar/…, avx2/…, avx512/…; on AArch64 neon/…,
+ * neon_dotprod/…, neon_i8mm/…); ctest runs each as its
  * own test (--filter).  A level this CPU lacks is reported with cr_skip, and a
  * run in which every test was skipped exits 77, which ctest shows as skipped:
  * on an AVX2 machine test_determinism_avx512 is SKIPPED, never passed. */
@@ -91,5 +92,11 @@ int main(int argc, char *argv[]) {
     Test(suite, q6_k) { check(FIX "logits/synth-small-Q6_K.gguf", level); }
 
 ZL_DET_TESTS(scalar, ZL_ISA_SCALAR)
+#if defined(__aarch64__)
+ZL_DET_TESTS(neon, ZL_ISA_NEON)
+ZL_DET_TESTS(neon_dotprod, ZL_ISA_NEON_DOTPROD)
+ZL_DET_TESTS(neon_i8mm, ZL_ISA_NEON_I8MM)
+#else
 ZL_DET_TESTS(avx2, ZL_ISA_AVX2)
 ZL_DET_TESTS(avx512, ZL_ISA_AVX512)
+#endif

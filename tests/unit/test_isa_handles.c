@@ -157,14 +157,25 @@ Test(isa_handles, bad_level_is_an_error) {
     cr_assert_null(llm);
     cr_expect(strstr(err.msg, "unknown ISA level 'sse9'") != NULL, "%s", err.msg);
     /* a level above the CPU's is capped, not refused */
+#if defined(__aarch64__)
+    lo.isa = "neon-i8mm";
+#else
     lo.isa = "avx512";
+#endif
     cr_assert_eq(zl_llm_open(&llm, ZL_ROOT "/models/stories260K.gguf", &lo, &err), 0, "%s", err.msg);
     cr_expect_str_eq(zl_llm_isa(llm), zl_isa_name(zl_cpu_max_isa()));
     zl_llm_close(llm);
 }
 
+#if defined(__aarch64__)
+/* F32 weights only: the quantised NEON kernels return the reference's bits,
+ * so a quantised model cannot tell a NEON table from the scalar one */
+Test(isa_handles, neon_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_NEON, N); }
+Test(isa_handles, neon_i8mm_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_NEON_I8MM, N); }
+#else
 Test(isa_handles, avx2_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_AVX2, N); }
 Test(isa_handles, avx2_beside_scalar_q4_0) { check(FIX "logits/synth-small-Q4_0.gguf", ZL_ISA_AVX2, 1); }
 Test(isa_handles, avx512_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_AVX512, N); }
 Test(isa_handles, avx512_beside_scalar_q4_0) { check(FIX "logits/synth-small-Q4_0.gguf", ZL_ISA_AVX512, 1); }
 Test(isa_handles, avx512_beside_scalar_q4_k_m) { check(FIX "logits/synth-small-Q4_K_M.gguf", ZL_ISA_AVX512, 1); }
+#endif

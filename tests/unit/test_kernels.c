@@ -6,7 +6,12 @@
  * scalar reference on random bytes (every bit pattern a file may hold) and on
  * real llama.cpp-quantised tensors from the fixtures. */
 #include <criterion/criterion.h>
+#if defined(__x86_64__) || defined(__i386__)
+#define ZL_TEST_X86 1
 #include <immintrin.h>
+#else
+#define ZL_TEST_X86 0
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,10 +104,19 @@ Test(f16, every_half_round_trips) {
 }
 
 /* The hardware conversion (round to nearest even) is the oracle. */
+#if ZL_TEST_X86
 __attribute__((target("f16c"))) static uint16_t hw_f16(float f) { return (uint16_t)_cvtss_sh(f, 0); }
+#else /* AArch64: FCVT to half, round to nearest even */
+static uint16_t hw_f16(float f) {
+    __fp16 h = (__fp16)f;
+    uint16_t u;
+    memcpy(&u, &h, 2);
+    return u;
+}
+#endif
 
 Test(f16, matches_f16c_on_random_floats) {
-    if (!zl_cpu_get()->f16c) cr_skip_test("no F16C");
+    if (ZL_TEST_X86 && !zl_cpu_get()->f16c) cr_skip_test("no F16C");
     for (int i = 0; i < 2000000; i++) {
         uint32_t u = (uint32_t)rng_u64();
         /* concentrate on the f16 range: exponents 100..150 */
@@ -445,6 +459,7 @@ Test(vec_dot, every_isa_matches_reference) {
     }
 }
 
+#if ZL_TEST_X86 /* the x86 levels' own kernels */
 /* Every AVX-512 instantiation this CPU can run (with/without VNNI, with/without VBMI). */
 Test(vec_dot, avx512_variants) {
     if (max_isa() < ZL_ISA_AVX512) cr_skip_test("no AVX-512");
@@ -473,6 +488,8 @@ Test(vec_dot, avx512_variants) {
 }
 
 /* Small 32-block rows: the block-pair loops of the SIMD kernels must handle odd counts. */
+#endif
+
 Test(vec_dot, short_rows_every_isa) {
     int top = max_isa();
     const zl_type ts[] = {ZL_TYPE_F32, ZL_TYPE_F16, ZL_TYPE_BF16, ZL_TYPE_Q4_0, ZL_TYPE_Q4_1,
@@ -494,6 +511,7 @@ Test(vec_dot, short_rows_every_isa) {
             }
 }
 
+#if ZL_TEST_X86 /* the x86 levels' own kernels */
 /* AVX2's prepared kernels against the reference, tails included; where
  * they have multi-token versions, each token bit-identical to one token. */
 Test(vec_dot, prepared_kernels_avx2) {
@@ -604,6 +622,8 @@ Test(vec_dot, four_token_kernels) {
         }
     }
 }
+
+#endif
 
 /* Float weights take any row length (stories260K's ffn_down rows have 172). */
 Test(vec_dot, float_rows_any_length) {
@@ -742,6 +762,7 @@ Test(matmul, equals_vec_dot) {
     free(y);
 }
 
+#if ZL_TEST_X86
 /* Prepared-activation kernels against the reference, every variant the CPU runs. */
 Test(vec_dot, prepared_kernels) {
     if (max_isa() < ZL_ISA_AVX512) cr_skip_test("no AVX-512");
@@ -813,6 +834,8 @@ Test(vec_dot, prepared_kernels) {
     for (size_t ti = 0; ti < sizeof ts / sizeof ts[0] && has_vnni; ti++)
         cr_expect(covered[ts[ti]] > 0, "%s: no prepared AVX-512 kernel", tname(ts[ti]));
 }
+
+#endif
 
 /* Batch-size independence end to end: at every ISA level, each token of an
  * n-token zl_matmul (every kernel width and the leftovers, prepared or not,
@@ -979,3 +1002,130 @@ Test(fixtures, real_tensors) {
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         cr_expect(seen[must[i]] > 0, "no %s tensor in the fixtures", tname(must[i]));
 }
+
+/* ---- the ISA level ------------------------------------------------------ */
+
+/* The level names of this architecture round-trip; with ZL_EXPECT_ISA set
+ * (make test-aarch64 sets it beside ZL_ISA or a QEMU_CPU model) the level
+ * this process runs is exactly that one. */
+Test(cpu, level_names_and_cap) {
+    for (int i = ZL_ISA_SCALAR; i <= max_isa(); i++) {
+        zl_isa back;
+        cr_assert_eq(zl_isa_from_name(zl_isa_name((zl_isa)i), &back), 0, "%s", zl_isa_name((zl_isa)i));
+        cr_assert_eq((int)back, i);
+    }
+    zl_isa dummy;
+    cr_assert_eq(zl_isa_from_name("sse9", &dummy), -1);
+    const char *want = getenv("ZL_EXPECT_ISA");
+    if (want) cr_assert_str_eq(zl_isa_name(zl_cpu_max_isa()), want, "running at %s", zl_isa_name(zl_cpu_max_isa()));
+}
+
+/* ---- AArch64 NEON levels ---------------------------------------------- */
+#if defined(__aarch64__)
+static int is_float_type(zl_type t) { return t == ZL_TYPE_F32 || t == ZL_TYPE_F16 || t == ZL_TYPE_BF16; }
+
+/* Every NEON level's one-token, 2..8-token and (i8mm) two-row kernels:
+ * quantised types give the scalar reference's bits exactly (integer sums are
+ * exact and the float steps are the reference's); float types are within the
+ * rounding bound; each (row, token) of a multi-token kernel is bit-identical
+ * to the one-token kernel. */
+Test(neon, every_level_every_width) {
+    const int64_t sizes[] = {7, 32, 96, 256, 512, 1280, 4352, 11008};
+    const int top = max_isa();
+    cr_assert(top >= ZL_ISA_NEON, "no NEON level on an AArch64 CPU");
+    for (int level = ZL_ISA_NEON; level <= top; level++)
+        for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+            zl_type t = k_weight_types[ti], p = zl_dot_partner(t);
+            zl_dot_fn one = zl_dot_fn_neon(level, t);
+            cr_assert(one, "%s: no %s kernel", zl_isa_name(level), tname(t));
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                int64_t n = sizes[si];
+                if (n % zl_type_traits_of(t)->blck) continue;
+                size_t xs = zl_row_size(p, n) + 20; /* rows apart by a stride that is not the row size */
+                size_t ws = zl_row_size(t, n) + 12; /* two weight rows, for the two-row kernels */
+                uint8_t *w = malloc(2 * ws), *x = malloc(8 * xs);
+                random_weight_row(t, w, n);
+                random_weight_row(t, w + ws, n);
+                for (int k = 0; k < 8; k++) random_partner_row(p, x + k * xs, n);
+                float ones[8], ones2[8];
+                for (int k = 0; k < 8; k++) {
+                    const uint8_t *xk = x + k * xs;
+                    float ref = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, xk, n);
+                    ones[k] = one(w, xk, n);
+                    ones2[k] = one(w + ws, xk, n);
+                    if (is_float_type(t)) {
+                        double sc = abs_dot(t, w, p, xk, n, NULL);
+                        REQUIRE(fabs((double)ones[k] - ref) <= 1e-5 * sc, "%s %s n=%ld: %.9g vs ref %.9g",
+                                zl_isa_name(level), tname(t), (long)n, ones[k], ref);
+                    } else {
+                        float ref2 = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w + ws, xk, n);
+                        REQUIRE(memcmp(&ones[k], &ref, sizeof ref) == 0 && memcmp(&ones2[k], &ref2, sizeof ref) == 0,
+                                "%s %s n=%ld: %.9g vs ref %.9g (not bit-identical)", zl_isa_name(level), tname(t),
+                                (long)n, ones[k], ref);
+                    }
+                }
+                for (int T = 2; T <= 8; T++) {
+                    zl_dot2r_fn f2 = zl_dot2r_fn_neon(level, t, T);
+                    int want2 = level >= ZL_ISA_NEON_I8MM && !is_float_type(t) && T % 2 == 0;
+                    REQUIRE(!f2 == !want2, "%s %s: two-row %d-token kernel %s", zl_isa_name(level), tname(t), T,
+                            f2 ? "where none belongs" : "missing");
+                    if (!f2) continue;
+                    float two[16];
+                    f2(w, ws, x, xs, n, two);
+                    for (int k = 0; k < T; k++)
+                        REQUIRE(memcmp(&two[k], &ones[k], sizeof(float)) == 0 &&
+                                    memcmp(&two[T + k], &ones2[k], sizeof(float)) == 0,
+                                "%s %s two rows x %d tokens n=%ld tok %d: %.9g %.9g vs one-token %.9g %.9g",
+                                zl_isa_name(level), tname(t), T, (long)n, k, two[k], two[T + k], ones[k], ones2[k]);
+                }
+                for (int T = 2; T <= 8; T++) {
+                    zl_dot_multi_fn f = zl_dotT_fn_neon(level, t, T);
+                    if (!f) {
+                        REQUIRE(is_float_type(t) && T > 4, "%s %s: no %d-token kernel", zl_isa_name(level), tname(t), T);
+                        continue;
+                    }
+                    float many[8];
+                    for (int k = 0; k < 8; k++) many[k] = -1234.5f;
+                    f(w, x, xs, n, many);
+                    for (int k = 0; k < 8; k++) {
+                        if (k >= T) {
+                            REQUIRE(many[k] == -1234.5f, "%s %s dot%d wrote out[%d]", zl_isa_name(level), tname(t), T, k);
+                            continue;
+                        }
+                        REQUIRE(memcmp(&many[k], &ones[k], sizeof(float)) == 0,
+                                "%s %s dot%d n=%ld tok %d: %.9g vs one-token %.9g", zl_isa_name(level), tname(t), T,
+                                (long)n, k, many[k], ones[k]);
+                    }
+                }
+                free(w);
+                free(x);
+            }
+        }
+}
+
+/* The activation quantisers give zl_quantize_row's bytes. */
+Test(neon, quantisers_bit_identical) {
+    const zl_type ps[] = {ZL_TYPE_Q8_0, ZL_TYPE_Q8_1, ZL_TYPE_Q8_K};
+    const int64_t n = 4096;
+    float *f = malloc(n * sizeof(float));
+    uint8_t *a = malloc(zl_row_size(ZL_TYPE_Q8_K, n) + zl_row_size(ZL_TYPE_Q8_1, n)), *b = malloc(zl_row_size(ZL_TYPE_Q8_K, n) + zl_row_size(ZL_TYPE_Q8_1, n));
+    for (int rep = 0; rep < 4; rep++) {
+        fill_gauss(f, n, rep == 3 ? 1e-3f : 1.0f);
+        for (int64_t i = 0; i < n; i += 29) f[i] *= 7;
+        if (rep == 2) memset(f, 0, 64 * sizeof(float)); /* an all-zero block */
+        for (size_t pi = 0; pi < 3; pi++) {
+            zl_quant_fn q = zl_quant_fn_neon(ps[pi]);
+            cr_assert(q, "no NEON quantiser for %s", tname(ps[pi]));
+            size_t bytes = zl_row_size(ps[pi], n);
+            memset(a, 0xAB, bytes);
+            memset(b, 0xCD, bytes);
+            q(f, a, n);
+            zl_quantize_row(ps[pi], f, b, n);
+            REQUIRE(memcmp(a, b, bytes) == 0, "%s rep %d: NEON quantiser differs from the reference", tname(ps[pi]), rep);
+        }
+    }
+    free(f);
+    free(a);
+    free(b);
+}
+#endif

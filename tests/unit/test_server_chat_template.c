@@ -11,7 +11,7 @@
 
 #include <criterion/criterion.h>
 
-#include "gguf/gguf.h"
+#include "test_model_copy.h"
 #include "server/chat_template.h"
 #include "zerolayer.h"
 
@@ -202,27 +202,15 @@ Test(chat_template, setup_choices) {
     cr_expect(strstr(err.msg, "cannot open") != NULL, "%s", err.msg);
 }
 
-/* The embedded model with tokenizer.chat_template set to tpl (NULL: none),
+/* The embedded model (which has no template) with tokenizer.chat_template set to tpl (NULL: left out),
  * written to path and opened: what the server starts from. */
-static zl_llm *model_with_template(const char *path, const char *tpl) {
-    zl_err err = {0};
-    zl_gguf *g = NULL;
-    cr_assert_eq(zl_gguf_open(&g, ZL_ROOT "/models/stories260K.gguf", NULL, &err), 0, "%s", err.msg);
-    zl_gguf_writer *w = zl_gguf_writer_new();
-    cr_assert(w);
-    for (uint64_t i = 0; i < g->n_kv; i++)
-        if (!zl_str_eq(g->kv[i].key, "tokenizer.chat_template")) cr_assert_eq(zl_gguf_copy_kv(w, &g->kv[i]), 0);
+static void set_template(zl_gguf_writer *w, void *tpl) {
     if (tpl) cr_assert_eq(zl_gguf_set_str(w, "tokenizer.chat_template", tpl), 0);
-    char nm[128];
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const zl_gguf_tensor *t = &g->tensors[i];
-        cr_assert_eq(zl_gguf_add_tensor(w, zl_str_copy(t->name, nm, sizeof nm), t->type, t->n_dims, t->ne, t->data,
-                                        t->nbytes),
-                     0);
-    }
-    cr_assert_eq(zl_gguf_write(w, path, &err), 0, "%s", err.msg);
-    zl_gguf_writer_free(w);
-    zl_gguf_close(g);
+}
+
+static zl_llm *model_with_template(const char *path, const char *tpl) {
+    copy_model(ZL_ROOT "/models/stories260K.gguf", path, set_template, (void *)tpl);
+    zl_err err = {0};
     zl_llm_opts lo = {.n_threads = 1};
     zl_llm *llm = NULL;
     cr_assert_eq(zl_llm_open(&llm, path, &lo, &err), 0, "%s", err.msg);

@@ -7,8 +7,11 @@
  * samples every stream of a batch: its filters sort only what they need). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "decode/sampler.h"
 #include "engine/sched.h"
@@ -152,13 +155,32 @@ Test(gen, stop_sequences_are_held_back_and_cut, .init = setup, .fini = teardown)
 }
 
 /* ---- X-Zerolayer-Stream-Buffer: the bound on held-back tokens ----
- * A scheduler that sleeps 15 ms after each step, so that polling after every
- * step sees the state after (nearly) every token. */
+ * A scheduler in lockstep with the test's poll loop: after each forward
+ * (before its token is sampled) the engine waits until the poller has read
+ * every token pushed so far, so a poll sees the state after every token
+ * however loaded the machine is (bounded at 2 s a step). */
 static zl_sched *g_slow;
+static pthread_mutex_t g_watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static zl_job *g_watch; /* the job polled, under g_watch_mu */
+static atomic_int g_seen;
+
+static void lockstep(void *ud, int n_seqs, int n_tokens, double ms) {
+    (void)ud, (void)n_seqs, (void)n_tokens, (void)ms;
+    pthread_mutex_lock(&g_watch_mu);
+    for (int w = 0; g_watch && w < 2000; w++) {
+        zl_job_tok t[4];
+        zl_finish fin = ZL_FINISH_NONE;
+        if (zl_job_read(g_slow, g_watch, atomic_load(&g_seen), t, 4, &fin) == 0) break;
+        pthread_mutex_unlock(&g_watch_mu);
+        usleep(1000);
+        pthread_mutex_lock(&g_watch_mu);
+    }
+    pthread_mutex_unlock(&g_watch_mu);
+}
 
 static void setup_slow(void) {
     setup();
-    zl_sched_opts so = {.n_parallel = 2, .max_queue = 8, .n_ctx = 256, .step_tokens = 64, .debug_step_ms = 15};
+    zl_sched_opts so = {.n_parallel = 2, .max_queue = 8, .n_ctx = 256, .step_tokens = 64, .on_step = lockstep};
     cr_assert_eq(zl_sched_new(&g_slow, g_llm, &so, NULL), 0);
 }
 static void teardown_slow(void) {
@@ -185,8 +207,12 @@ static void sb_generate(const char **stops, int n_stops, int bound, const size_t
     zl_gen_params p = {.sampling = {.temp = 0, .top_p = 1, .repeat_penalty = 1}, .max_tokens = 40, .n_logprobs = -1,
                        .stops = stops, .n_stops = n_stops, .stream_buffer = bound};
     int busy, ni = (int)n;
+    atomic_store(&g_seen, 0);
     zl_gen *g = zl_gen_start(g_slow, &ids, &ni, 1, &p, zl_now_ms(), &busy);
     cr_assert_not_null(g);
+    pthread_mutex_lock(&g_watch_mu);
+    g_watch = g->ch[0].job;
+    pthread_mutex_unlock(&g_watch_mu);
     memset(r, 0, sizeof *r);
     for (int done = 0; !done;) {
         done = zl_gen_poll(g, 100);
@@ -197,7 +223,11 @@ static void sb_generate(const char **stops, int n_stops, int bound, const size_t
             while (released < c->n_read && off[released + 1] <= c->text.n) released++;
             if (c->n_read - released > r->max_held) r->max_held = c->n_read - released;
         }
+        atomic_store(&g_seen, c->n_read);
     }
+    pthread_mutex_lock(&g_watch_mu);
+    g_watch = NULL;
+    pthread_mutex_unlock(&g_watch_mu);
     zl_gen_choice *c = &g->ch[0];
     /* the polls above sample what is held only between steps; the gen's own
      * peak sees every token, however late the polls come on a loaded machine */

@@ -29,7 +29,7 @@ FUZZ_TARGETS = gguf tokenizer detok anthropic openai session_token http
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs curl \
-              gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+              python3-jsonschema gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 ZL          = $(BUILD)/bin/zerolayer
 
 .PHONY: all build run test test-real test-aarch64 asan tsan fuzz deps sdks clean

@@ -200,6 +200,18 @@ int zl_seq_copy_prefix(zl_seq *dst, const zl_seq *src, int n, zl_err *err);
 /* Replace the sampler (new request on a kept sequence); the penalty history
  * is rebuilt from the tokens fed so far, as a fresh sequence would have it. */
 int zl_seq_set_sampling(zl_seq *s, const zl_sampling *p, zl_err *err);
+/* Constrain sampling to a grammar (GBNF-style text, syntax in
+ * src/grammar/grammar.h; NULL clears): every sampled token keeps the text
+ * inside the grammar, and an end token is allowed only where the grammar's
+ * text is complete.  Fails (ZL_EINVAL, naming line and column) on a bad
+ * grammar, and when the ring is on (drafts are not checked against it). */
+int zl_seq_set_grammar(zl_seq *s, const char *grammar, zl_err *err);
+/* Masks computed by a trie walk / served from the cache so far, and the
+ * milliseconds spent inside the constraint (checks, masks, advancing). */
+void zl_seq_grammar_stats(const zl_seq *s, long *walks, long *hits, double *ms);
+/* JSON Schema text to grammar text (malloc'd); ZL_EUNSUP names an
+ * unsupported keyword. */
+int zl_json_schema_grammar(const char *schema, char **grammar, zl_err *err);
 /* Bytes of KV memory holding cached tokens (K+V, all layers). */
 size_t zl_seq_kv_bytes_used(const zl_seq *s);
 /* The model a sequence was made for, and its KV element type and slicing policy. */

@@ -31,6 +31,8 @@ int cli_ring_cost(const char *s, float *cost, int *n);
 /* The embedded default model path (models/stories260K.gguf next to the
  * source tree, or $ZL_DEFAULT_MODEL). */
 const char *cli_default_model(void);
+/* A whole file (malloc'd, NUL-terminated; *len its size) or NULL. */
+char *cli_read_file(const char *path, size_t *len);
 int cli_is_help(const char *a);
 /* --kv-policy NAME -> kind (prints the error). */
 int cli_kv_policy(const char *name, zl_kv_policy_kind *kind);

@@ -49,19 +49,6 @@ static int32_t *read_ids(const char *path, size_t *n) {
     return ids;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
-    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
-    fclose(f);
-    if (b) { b[sz] = 0; *len = (size_t)sz; }
-    return b;
-}
-
 int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *ids_path = NULL, *text_path = NULL, *dump = NULL;
     long ctx = 0, batch = 64, threads = 0, layer_max = 0;
@@ -107,7 +94,7 @@ int cmd_perplexity(int argc, char **argv) {
         if (!(ids = read_ids(ids_path, &n))) { zl_llm_close(llm); return cli_fail("%s: cannot read token ids", ids_path); }
     } else {
         size_t len;
-        char *text = read_file(text_path, &len);
+        char *text = cli_read_file(text_path, &len);
         if (!text) { zl_llm_close(llm); return cli_fail("cannot read %s", text_path); }
         int rc = zl_llm_tokenize(llm, text, len, 1, 0, &ids, &n, &err);
         free(text);

@@ -19,7 +19,7 @@ static const char *k_usage =
     "                     [--spec lookup|draft|off] [--ring N] [--draft-model FILE | --draft-layers N]\n"
     "                     [--ring-cost C1,C2,..|measure]\n"
     "                     [--kv-policy full|window|anchor] [--kv-budget N|F] [--kv-layer-max N]\n"
-    "                     [--chat [--system TEXT]]\n"
+    "                     [--chat [--system TEXT]] [--grammar FILE | --json-schema FILE]\n"
     "  Generate a continuation of PROMPT (default: empty, i.e. BOS only) and stream it to stdout.\n"
     "  --chat          PROMPT is a user message: render it with the model's chat template (after --system TEXT\n"
     "                  when given) and answer it, stopping at the end of the model's turn\n"
@@ -32,6 +32,9 @@ static const char *k_usage =
     "  -t THREADS      worker threads (default: all CPUs)\n"
     "  -c CTX          context length (default: the model's, capped at 4096)\n"
     "  --ignore-eos    keep generating past end-of-text tokens\n"
+    "  --grammar FILE  constrain the output to a grammar (GBNF-style: src/grammar/grammar.h); the ring is off\n"
+    "  --json-schema FILE  constrain the output to JSON valid under a JSON Schema (the subset of\n"
+    "                  src/grammar/grammar.h; another keyword is an error naming it)\n"
     "  --no-mmap       read the weights into memory instead of mapping the file\n"
     "  --mlock         lock the mapped weights in RAM\n"
     "  --preheat       read the whole file into the page cache first (progress bar on a TTY)\n"
@@ -67,7 +70,8 @@ int cmd_run(int argc, char **argv) {
     float cost[CLI_RING_COST_MAX];
     int n_cost = 0;
     const char *kv_policy = "full", *kv_budget = NULL, *system = NULL;
-    int chat = 0;
+    int chat = 0, spec_given = 0;
+    const char *grammar_file = NULL, *schema_file = NULL;
     zl_kv_type kvt = ZL_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -95,6 +99,8 @@ int cmd_run(int argc, char **argv) {
             else return cli_fail("--kv-type must be f16, f32 or q8_0");
         }
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
+        else if (!strcmp(a, "--grammar")) { if (!(grammar_file = VAL)) return cli_fail("%s needs a value", a); }
+        else if (!strcmp(a, "--json-schema")) { if (!(schema_file = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--chat")) chat = 1;
         else if (!strcmp(a, "--system")) { if (!(system = VAL)) return cli_fail("%s needs a value", a); }
         else if (!strcmp(a, "--exact")) exact = 1;
@@ -103,6 +109,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--preheat")) preheat = 1;
         else if (!strcmp(a, "--spec")) {
             const char *m = VAL;
+            spec_given = 1;
             if (m && !strcmp(m, "lookup")) spec = ZL_SPEC_LOOKUP;
             else if (m && !strcmp(m, "draft")) spec = ZL_SPEC_DRAFT;
             else if (m && !strcmp(m, "off")) spec = ZL_SPEC_OFF;
@@ -122,6 +129,24 @@ int cmd_run(int argc, char **argv) {
 #undef VAL
     }
     if (!model) model = cli_default_model();
+    char *grammar = NULL;
+    if (grammar_file && schema_file) return cli_fail("--grammar and --json-schema exclude each other");
+    if (grammar_file || schema_file) {
+        if (spec_given && spec != ZL_SPEC_OFF) return cli_fail("--grammar/--json-schema need the ring off (--spec off)");
+        spec = ZL_SPEC_OFF;
+        size_t gl = 0;
+        const char *path = grammar_file ? grammar_file : schema_file;
+        char *text = cli_read_file(path, &gl);
+        if (!text) return cli_fail("cannot read %s", path);
+        if (schema_file) {
+            zl_err e = {0};
+            int grc = zl_json_schema_grammar(text, &grammar, &e);
+            free(text);
+            if (grc) return cli_fail("%s: %s", path, e.msg);
+        } else {
+            grammar = text;
+        }
+    }
     if (spec == ZL_SPEC_DRAFT && !draft_model == !draft_layers)
         return cli_fail("--spec draft needs exactly one of --draft-model FILE or --draft-layers N");
     if (spec != ZL_SPEC_DRAFT && (draft_model || draft_layers))
@@ -211,6 +236,12 @@ int cmd_run(int argc, char **argv) {
         zl_seq_free(seq); zl_llm_close(draft); free(ids); zl_llm_close(llm);
         return cli_fail("%s", err.msg);
     }
+    if (grammar && zl_seq_set_grammar(seq, grammar, &err)) {
+        free(grammar); zl_seq_free(seq); free(ids); zl_llm_close(llm);
+        return cli_fail("%s", err.msg);
+    }
+    free(grammar);
+    grammar = NULL;
     if (ring_cost && spec != ZL_SPEC_OFF) {
         if (!n_cost) { /* measure: forwards over 1..17 tokens at depth 128 (or half the context) */
             int depth = zl_seq_n_ctx(seq) / 2 < 128 ? zl_seq_n_ctx(seq) / 2 : 128;
@@ -266,6 +297,13 @@ int cmd_run(int argc, char **argv) {
                 (unsigned long long)ss.steps, (unsigned long long)ss.verify_steps, (unsigned long long)ss.drafted,
                 (unsigned long long)ss.accepted, ss.drafted ? 100.0 * ss.accepted / ss.drafted : 0.0,
                 ss.steps ? (double)produced / ss.steps : 0.0, resumed);
+    if (grammar_file || schema_file) {
+        long walks = 0, hits = 0;
+        double gms = 0;
+        zl_seq_grammar_stats(seq, &walks, &hits, &gms);
+        fprintf(stderr, "zerolayer: grammar: %.3f ms per token in the constraint (%.1f ms in all), %ld masks by trie walk, %ld from the cache\n",
+                produced ? gms / produced : 0.0, gms, walks, hits);
+    }
     zl_kv_stats ks;
     zl_seq_kv_stats(seq, &ks);
     if (pk != ZL_KV_POLICY_FULL)

@@ -103,6 +103,19 @@ int cli_budget(const char *flag, const char *s, long n_ctx, long *out) {
 
 int cli_is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
 
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
+    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
+    fclose(f);
+    if (b) { b[sz] = 0; *len = (size_t)sz; }
+    return b;
+}
+
 const char *cli_default_model(void) {
     static char path[PATH_MAX];
     const char *env = getenv("ZL_DEFAULT_MODEL");

@@ -19,6 +19,8 @@ struct zl_sampler {
     float *pr;   /* scratch: quickselect, probabilities of the top-k candidates */
     zl_sampler_bias *bias; /* owned copy of p.bias (in-vocabulary entries only) */
     int n_bias;
+    zl_sampler_constraint con; /* con.mask NULL: none */
+    float *saved;              /* n_vocab: the logits before a first, unconstrained draw */
 };
 
 zl_sampler_params zl_sampler_defaults(void) {
@@ -78,6 +80,7 @@ void zl_sampler_free(zl_sampler *s) {
     free(s->counts);
     free(s->pr);
     free(s->bias);
+    free(s->saved);
     free(s);
 }
 
@@ -236,7 +239,32 @@ static int filter(zl_sampler *s, const float *logits) {
     return n;
 }
 
+void zl_sampler_set_constraint(zl_sampler *s, const zl_sampler_constraint *c) {
+    if (c) s->con = *c;
+    else memset(&s->con, 0, sizeof s->con);
+}
+
+static int sample_unconstrained(zl_sampler *s, float *logits);
+
 int zl_sampler_sample(zl_sampler *s, float *logits) {
+    if (!s->con.mask) return sample_unconstrained(s, logits);
+    if (s->con.check && !s->saved) s->saved = malloc((size_t)s->n_vocab * sizeof *s->saved);
+    if (s->con.check && s->saved) {
+        memcpy(s->saved, logits, (size_t)s->n_vocab * sizeof *logits);
+        int t = sample_unconstrained(s, logits);
+        if (s->con.check(s->con.ud, t)) {
+            s->con.accept(s->con.ud, t);
+            return t;
+        }
+        memcpy(logits, s->saved, (size_t)s->n_vocab * sizeof *logits);
+    }
+    if (s->con.mask(s->con.ud, logits) <= 0) return s->con.fallback;
+    int t = sample_unconstrained(s, logits);
+    s->con.accept(s->con.ud, t);
+    return t;
+}
+
+static int sample_unconstrained(zl_sampler *s, float *logits) {
     apply_bias(s, logits);
     apply_penalties(s, logits);
     if (s->p.temp <= 0.0f) {

@@ -46,6 +46,25 @@ void zl_sampler_truncate(zl_sampler *s, int n_hist);
 /* Probability distribution after all transforms (for tests / logprobs):
  * fills probs[n_vocab] (zeros for filtered tokens); logits modified in place. */
 void zl_sampler_probs(zl_sampler *s, float *logits, float *probs);
+/* A constraint on which tokens may be chosen (a grammar).  zl_sampler_sample
+ * first draws as if unconstrained and keeps the token when check allows it
+ * (the common case, one lookup); otherwise it restores the logits, calls
+ * mask (disallowed logits become -INFINITY; returns how many remain) and
+ * draws again.  Without truncation (top-k/top-p/min-p off) the result has
+ * exactly the distribution of masking first; with truncation it differs
+ * only in which tokens the truncation keeps.  accept is called with the
+ * chosen token.  When mask leaves nothing allowed the sampler returns
+ * fallback (an end token) without drawing.  check NULL: always mask first.
+ * zl_sampler_probs ignores the constraint (it reports the model's
+ * distribution).  The sampler borrows ud; NULL clears the constraint. */
+typedef struct zl_sampler_constraint {
+    void *ud;
+    int (*mask)(void *ud, float *logits);
+    int (*check)(void *ud, int token);
+    int (*accept)(void *ud, int token);
+    int fallback;
+} zl_sampler_constraint;
+void zl_sampler_set_constraint(zl_sampler *s, const zl_sampler_constraint *c);
 /* Uniform double in [0,1) from the sampler's generator. */
 double zl_sampler_uniform(zl_sampler *s);
 

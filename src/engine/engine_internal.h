@@ -23,6 +23,7 @@ struct zl_llm {
     zl_batch_buf batch_buf; /* zl_llm_eval_batch's batch buffers (the scheduler has its own) */
     int borrowed;      /* truncated view: model/vocab/pool belong to another zl_llm */
     int kv_layer_max;  /* zl_llm_opts.kv_layer_max, given to every sequence's KV cache */
+    struct zl_gvocab *gvocab; /* grammar vocabulary, built on first use (constraint.c) */
 };
 
 struct zl_seq {
@@ -45,7 +46,11 @@ struct zl_seq {
     uint64_t resumed; /* verify steps that resumed after the drafter's layers */
     float *vlogits;  /* (ring max + 1) * n_vocab verification logits */
     float *probs;    /* n_vocab */
+    struct jcon *grammar; /* zl_seq_set_grammar's constraint (constraint.c) or NULL */
 };
+/* constraint.c: free a sequence's grammar; re-attach it to a new sampler. */
+void zl_seq_grammar_free(zl_seq *s);
+void zl_seq_grammar_rebind(zl_seq *s);
 
 /* zl_seq_eval_anchored, but with only part of the layers run (see
  * zl_forward_part): n must fit in one chunk (n <= batch), full KV policy. */

@@ -11,6 +11,7 @@
 #include "../base/fault.h"
 #include "../base/pool.h"
 #include "../decode/sampler.h"
+#include "../grammar/grammar.h"
 #include "../model/model.h"
 #include "../model/prefetch.h"
 #include "../tokenizer/vocab.h"
@@ -65,11 +66,13 @@ void zl_llm_close(zl_llm *llm) {
         zl_fwd_free(llm->batch_fwd);
         zl_batch_buf_free(&llm->batch_buf);
         zl_model_free(llm->model); /* frees only the view */
+        zl_gvocab_free(llm->gvocab);
         free(llm);
         return;
     }
     zl_pool_free(llm->pool);
     zl_fwd_free(llm->batch_fwd);
+    zl_gvocab_free(llm->gvocab);
     zl_batch_buf_free(&llm->batch_buf);
     zl_vocab_free(llm->vocab);
     zl_model_free(llm->model);
@@ -151,6 +154,7 @@ int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) 
 
 void zl_seq_free(zl_seq *s) {
     if (!s) return;
+    zl_seq_grammar_free(s);
     zl_drafter_free(s->drafter);
     free(s->vlogits);
     free(s->probs);

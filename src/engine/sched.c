@@ -72,6 +72,8 @@ struct zl_job {
     unsigned long long unflushed_evicted, unflushed_drafted, unflushed_accepted;
     double kv_read, unflushed_sample_ms;
     int kv_steps, anchors_now, ring_steps;
+    zl_sampler_constraint con; /* con.mask NULL: unconstrained */
+    void (*con_free)(void *);
     zl_job *next;     /* queue / running list link */
 };
 
@@ -177,6 +179,7 @@ static void job_unref(zl_job *j) {
     if (atomic_fetch_sub(&j->refs, 1) != 1) return;
     zl_seq_free(j->seq);
     if (j->hooks.ud_free) j->hooks.ud_free(j->hooks.ud);
+    if (j->con_free) j->con_free(j->con.ud);
     free(j->anchors);
     free(j->bias);
     free(j->prompt);
@@ -206,6 +209,12 @@ int zl_job_ctl_budget(const zl_job_ctl *c, int n_ctx) {
     long b = c->kv_budget > 0 ? c->kv_budget : c->kv_frac > 0 ? (long)((double)c->kv_frac * n_ctx) : n_ctx;
     if (c->kv_budget <= 0 && b < ZL_KV_BUDGET_MIN) b = ZL_KV_BUDGET_MIN; /* a fraction is clamped up to the minimum */
     return b > n_ctx ? n_ctx : (int)b;
+}
+
+void zl_job_set_constraint(zl_job *j, const zl_sampler_constraint *c, void (*free_ud)(void *)) {
+    if (j->con_free) j->con_free(j->con.ud);
+    j->con = *c;
+    j->con_free = free_ud;
 }
 
 const zl_job_ctl *zl_sched_ctl(const zl_sched *s) { return &s->o.ctl; }
@@ -771,7 +780,8 @@ static int job_arm(zl_sched *s, zl_job *j, zl_err *err) {
     int rc = zl_seq_set_kv_slicing(j->seq, c->kv_policy, budget, c->kv_window, err);
     if (rc) return rc;
     j->bounded = c->kv_policy != ZL_KV_POLICY_FULL;
-    j->ring_on = c->spec != ZL_SPEC_OFF && j->n_top < 0 && !j->prefill_only;
+    j->ring_on = c->spec != ZL_SPEC_OFF && j->n_top < 0 && !j->prefill_only && !j->con.mask;
+    zl_sampler_set_constraint(j->seq->sampler, j->con.mask ? &j->con : NULL);
     /* the server's draft model, when it has one, drafts for every ring job */
     zl_spec_opts so = {!j->ring_on ? ZL_SPEC_OFF : s->o.draft ? ZL_SPEC_DRAFT : ZL_SPEC_LOOKUP, c->ring, 0, s->o.draft};
     if ((rc = zl_seq_set_spec(j->seq, &so, err))) return rc;
@@ -830,6 +840,7 @@ static void job_start(zl_sched *s, zl_job *j) {
  * zeroed) and drop the scheduler's reference.  Engine thread, no lock. */
 static void job_retire(zl_job *j) {
     ZL_ASSERT(j->finish); /* finished -> reaped */
+    if (j->seq) zl_sampler_set_constraint(j->seq->sampler, NULL); /* the sequence may serve another job */
     if (j->hooks.release && j->seq) j->hooks.release(j->hooks.ud, j->seq, j->finish);
     else zl_seq_free(j->seq);
     j->seq = NULL;

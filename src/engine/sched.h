@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "../base/clock.h"
+#include "../decode/sampler.h"
 #include "zerolayer.h"
 
 #define ZL_JOB_MAX_TOP 20
@@ -164,6 +165,11 @@ void zl_job_set_ctl(zl_job *j, const zl_job_ctl *c);
  * or ZL_ENOMEM. */
 int zl_job_set_anchors(zl_job *j, const uint8_t *mask);
 const zl_job_ctl *zl_sched_ctl(const zl_sched *s);
+/* Before submit: constrain the job's sampling (a grammar, decode/sampler.h);
+ * the job owns c->ud and calls free_ud(c->ud) when it is freed.  A
+ * constrained job decodes without the ring: drafted tokens are not checked
+ * against the constraint. */
+void zl_job_set_constraint(zl_job *j, const zl_sampler_constraint *c, void (*free_ud)(void *));
 /* Release the caller's reference (cancels the job if it is still going). */
 void zl_job_release(zl_job *j);
 /* Returns 0; ZL_ERANGE when the queue is full (the job is not taken: retry

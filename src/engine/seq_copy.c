@@ -49,6 +49,7 @@ int zl_seq_set_sampling(zl_seq *s, const zl_sampling *p, zl_err *err) {
     for (int i = 0; i < s->n_tokens; i++) zl_sampler_accept(ns, s->tokens[i]);
     zl_sampler_free(s->sampler);
     s->sampler = ns;
+    zl_seq_grammar_rebind(s);
     return 0;
 }
 

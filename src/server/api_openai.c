@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "openai.h"
+#include "tools.h"
 
 /* logit_bias: {"<token id>": bias in [-100, 100], ...} (OpenAI's shape);
  * the ids are checked against the model's vocabulary by the pipeline. */
@@ -90,6 +91,81 @@ static int parse_common(json_t *b, zl_request *q, zl_verr *e) {
     return 0;
 }
 
+/* response_format (text | json_object | json_schema) and grammar: one
+ * grammar for the generation (tools.h); a schema outside the subset is a
+ * 400 naming its keyword. */
+static int parse_structured(json_t *b, zl_request *q, zl_verr *e) {
+    json_t *rf = json_object_get(b, "response_format"), *gr = json_object_get(b, "grammar");
+    if (gr && !json_is_null(gr)) {
+        if (!json_is_string(gr)) return zl_verr_set(e, "grammar", "grammar: expected a string (GBNF-style grammar text)");
+        if (rf && !json_is_null(rf)) return zl_verr_set(e, "grammar", "grammar: excludes response_format");
+        return zl_tools_grammar_text(q, json_string_value(gr), "grammar", e);
+    }
+    if (!rf || json_is_null(rf)) return 0;
+    const char *type = NULL;
+    if (!json_is_object(rf)) return zl_verr_set(e, "response_format", "response_format: expected an object");
+    if (zl_jv_str(rf, "type", "response_format", 1, &type, e) < 0) return -1;
+    if (!strcmp(type, "text")) return 0;
+    if (!strcmp(type, "json_object")) return zl_tools_json_object(q, "response_format", e);
+    if (strcmp(type, "json_schema"))
+        return zl_verr_set(e, "response_format", "response_format.type: '%s' is not text, json_object or json_schema", type);
+    json_t *js = json_object_get(rf, "json_schema");
+    if (!json_is_object(js))
+        return zl_verr_set(e, "response_format.json_schema", "response_format.json_schema: expected an object");
+    json_t *schema = json_object_get(js, "schema");
+    if (!schema) return zl_verr_set(e, "response_format.json_schema.schema", "response_format.json_schema.schema: field required");
+    return zl_tools_schema(q, schema, "response_format.json_schema.schema", e);
+}
+
+/* tools, tool_choice, parallel_tool_calls, reasoning_effort */
+static int parse_tools(json_t *b, zl_request *q, zl_verr *e) {
+    json_t *tools = json_object_get(b, "tools");
+    if (tools && !json_is_null(tools)) {
+        if (!json_is_array(tools)) return zl_verr_set(e, "tools", "tools: expected an array");
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            char f[48];
+            snprintf(f, sizeof f, "tools[%zu]", i);
+            const char *type = NULL, *name = NULL, *desc = NULL;
+            if (!json_is_object(t)) return zl_verr_set(e, f, "%s: expected an object", f);
+            if (zl_jv_str(t, "type", f, 1, &type, e) < 0) return -1;
+            if (strcmp(type, "function")) return zl_verr_set(e, f, "%s.type: '%s' is not supported (only \"function\")", f, type);
+            json_t *fn = json_object_get(t, "function");
+            char ff[64];
+            snprintf(ff, sizeof ff, "%s.function", f);
+            if (!json_is_object(fn)) return zl_verr_set(e, ff, "%s: expected an object", ff);
+            if (zl_jv_str(fn, "name", ff, 1, &name, e) < 0 || zl_jv_str(fn, "description", ff, 0, &desc, e) < 0) return -1;
+            snprintf(ff, sizeof ff, "%s.function.parameters", f);
+            if (zl_tools_add(q, name, desc, json_object_get(fn, "parameters"), ff, e) < 0) return -1;
+        }
+    }
+    json_t *tc = json_object_get(b, "tool_choice");
+    if (tc && json_is_string(tc)) {
+        const char *c = json_string_value(tc);
+        if (!strcmp(c, "auto")) q->tool_choice = ZL_TOOLS_AUTO;
+        else if (!strcmp(c, "none")) q->tool_choice = ZL_TOOLS_NONE;
+        else if (!strcmp(c, "required")) q->tool_choice = ZL_TOOLS_REQUIRED;
+        else return zl_verr_set(e, "tool_choice", "tool_choice: '%s' is not auto, none, required or a function", c);
+    } else if (tc && json_is_object(tc)) {
+        json_t *fn = json_object_get(tc, "function");
+        if (!json_is_object(fn) || zl_jv_str(fn, "name", "tool_choice.function", 1, &q->tool_name, e) < 0)
+            return e->msg[0] ? -1 : zl_verr_set(e, "tool_choice", "tool_choice: expected {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        q->tool_choice = ZL_TOOLS_NAMED;
+    } else if (tc && !json_is_null(tc)) {
+        return zl_verr_set(e, "tool_choice", "tool_choice: expected a string or an object");
+    }
+    if (q->tool_choice != ZL_TOOLS_AUTO && q->tool_choice != ZL_TOOLS_NONE && !q->n_tools)
+        return zl_verr_set(e, "tool_choice", "tool_choice: requires tools");
+    if (zl_jv_bool(b, "parallel_tool_calls", "", &q->parallel_tools, e) < 0) return -1;
+    if (!json_object_get(b, "parallel_tool_calls")) q->parallel_tools = 1;
+    const char *effort = NULL;
+    if (zl_jv_str(b, "reasoning_effort", "", 0, &effort, e) < 0) return -1;
+    if (effort && (q->reasoning_budget = zl_think_effort_budget(effort)) < 0)
+        return zl_verr_set(e, "reasoning_effort", "reasoning_effort: '%s' is not low, medium or high", effort);
+    return 0;
+}
+
 static const char *finish_str(zl_gen_end end) {
     switch (end) {
     case ZL_GEN_LENGTH: return "length";
@@ -165,19 +241,43 @@ static json_t *logprobs_json(const zl_result *res, const zl_event *ev, int whole
                                     : text_logprobs(res->g, ev->toks, ev->n_toks);
 }
 
+/* Calls [call0, call1) of ev: whole ({id, type, function: {name, arguments}})
+ * or as stream deltas (with their index). */
+static json_t *calls_json(const zl_result *res, const zl_event *ev, int stream) {
+    json_t *arr = json_array();
+    for (int k = ev->call0; k < ev->call1; k++) {
+        const zl_tc_call *c = zl_tc_get(ev->calls, k);
+        char id[96];
+        zl_tools_call_id(res, ev->choice, k, "call_", id, sizeof id);
+        json_t *one = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name", c->name,
+                                "arguments", c->args);
+        if (stream) json_object_set_new(one, "index", json_integer(k));
+        json_array_append_new(arr, one);
+    }
+    return arr;
+}
+
 /* One choice: a chunk's delta (stream) or a whole choice (body). */
 static json_t *choice_json(const zl_result *res, const zl_event *ev, int whole) {
     json_t *text = zl_json_lossy_string(ev->text, ev->len), *lp = logprobs_json(res, ev, whole), *one;
     if (res->kind == ZL_REQ_CHAT && whole) {
-        one = json_pack("{s:i, s:{s:s, s:o}, s:o}", "index", ev->choice, "message", "role", "assistant", "content",
-                        text, "logprobs", lp);
+        int called = ev->call1 > ev->call0;
+        json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
+                                called && !ev->len ? (json_decref(text), json_null()) : text);
+        if (ev->reasoning_len) json_object_set_new(msg, "reasoning_content", zl_json_lossy_string(ev->reasoning, ev->reasoning_len));
+        if (called) json_object_set_new(msg, "tool_calls", calls_json(res, ev, 0));
+        one = json_pack("{s:i, s:o, s:o}", "index", ev->choice, "message", msg, "logprobs", lp);
     } else if (res->kind == ZL_REQ_CHAT) {
         json_t *delta = ev->len ? json_pack("{s:o}", "content", text) : (json_decref(text), json_object());
+        if (ev->reasoning_len)
+            json_object_set_new(delta, "reasoning_content", zl_json_lossy_string(ev->reasoning, ev->reasoning_len));
+        if (ev->call1 > ev->call0) json_object_set_new(delta, "tool_calls", calls_json(res, ev, 1));
         one = json_pack("{s:i, s:o, s:o}", "index", ev->choice, "delta", delta, "logprobs", lp);
     } else {
         one = json_pack("{s:i, s:o, s:o}", "index", ev->choice, "text", text, "logprobs", lp);
     }
-    json_object_set_new(one, "finish_reason", ev->end != ZL_GEN_RUNNING ? json_string(finish_str(ev->end)) : json_null());
+    const char *fin = ev->end == ZL_GEN_EOG && zl_tools_called(ev) ? "tool_calls" : finish_str(ev->end);
+    json_object_set_new(one, "finish_reason", ev->end != ZL_GEN_RUNNING ? json_string(fin) : json_null());
     return one;
 }
 
@@ -245,8 +345,39 @@ static const zl_emitter text_emitter = {"cmpl-", oai_start, oai_delta, oai_error
 
 /* ---------------- chat ---------------- */
 
+/* An assistant turn's tool_calls, a tool turn's tool_call_id. */
+static int parse_msg_tools(json_t *m, const char *role, const char *f, zl_request_msg *out, zl_verr *e) {
+    char p[96];
+    if (!strcmp(role, "tool")) {
+        snprintf(p, sizeof p, "%s", f);
+        return zl_jv_str(m, "tool_call_id", p, 1, &out->tool_call_id, e) < 0 ? -1 : 0;
+    }
+    json_t *tc = json_object_get(m, "tool_calls");
+    if (!tc || json_is_null(tc)) return 0;
+    snprintf(p, sizeof p, "%s.tool_calls", f);
+    if (strcmp(role, "assistant")) return zl_verr_set(e, p, "%s: only an assistant turn makes calls", p);
+    if (!json_is_array(tc)) return zl_verr_set(e, p, "%s: expected an array", p);
+    size_t i;
+    json_t *c;
+    json_array_foreach(tc, i, c) {
+        char cp[128];
+        snprintf(cp, sizeof cp, "%s[%zu]", p, i);
+        const char *id = NULL, *name = NULL;
+        json_t *fn = json_object_get(c, "function");
+        if (!json_is_object(c) || !json_is_object(fn))
+            return zl_verr_set(e, cp, "%s: expected {id, type: function, function: {name, arguments}}", cp);
+        if (zl_jv_str(c, "id", cp, 0, &id, e) < 0 || zl_jv_str(fn, "name", cp, 1, &name, e) < 0) return -1;
+        json_t *args = zl_tools_args_object(json_object_get(fn, "arguments"));
+        if (!args) return zl_verr_set(e, cp, "%s.function.arguments: expected a JSON object (or its text)", cp);
+        int rc = zl_tools_add_call(&out->tool_calls, id, name, args);
+        json_decref(args);
+        if (rc) return zl_verr_set(e, "", "out of memory");
+    }
+    return 0;
+}
+
 static int parse_chat(json_t *b, zl_request *q, zl_verr *e) {
-    if (parse_common(b, q, e) < 0) return -1;
+    if (parse_common(b, q, e) < 0 || parse_structured(b, q, e) < 0 || parse_tools(b, q, e) < 0) return -1;
     int lp = 0;
     long long top = 0;
     if (zl_jv_bool(b, "logprobs", "", &lp, e) < 0 || zl_jv_int(b, "top_logprobs", "", 0, 0, 20, &top, e) < 0)
@@ -273,6 +404,7 @@ static int parse_chat(json_t *b, zl_request *q, zl_verr *e) {
         if (c && !json_is_null(c) && zl_jv_text_parts(c, cf, "content parts", text, e) < 0) return -1;
         zl_buf_puts(text, "");
         if (text->oom) return zl_verr_set(e, "", "out of memory");
+        if (parse_msg_tools(m, role, f, &q->msgs[q->n_msgs - 1], e) < 0) return -1;
     }
     return 0;
 }
@@ -295,7 +427,7 @@ static int add_prompt(zl_request *q, json_t *x, const char *param, zl_verr *e) {
 
 /* prompt: "text" | ["text", ...] | [ids...] | [[ids...], ...] */
 static int parse_completion(json_t *b, zl_request *q, zl_verr *e) {
-    if (parse_common(b, q, e) < 0) return -1;
+    if (parse_common(b, q, e) < 0 || parse_structured(b, q, e) < 0) return -1;
     long long lp = 0;
     int has_lp = zl_jv_int(b, "logprobs", "", 0, 0, 20, &lp, e);
     if (has_lp < 0) return -1;

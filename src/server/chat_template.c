@@ -4,6 +4,7 @@
  * chat_template.h for the plain rendering of template-less models.  Knows
  * nothing of HTTP: render errors are returned for the adapters to report. */
 #include "chat_template.h"
+#include "toolcall.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -202,6 +203,16 @@ int zl_chat_fmt_jinja(zl_chat_fmt *f, const char *src, size_t n, const char *bos
     f->strip_eos = strip_eos && *f->eos;
     f->family = ZL_TPL_CHATML; /* unused with a template; anything but plain */
     snprintf(f->name, sizeof f->name, "jinja");
+    /* what the template does with tools and thinking, from its text */
+    char *z = malloc(n + 1);
+    if (z) {
+        memcpy(z, src, n);
+        z[n] = 0;
+        f->tc_format = (int)zl_tc_detect(z);
+        f->takes_tools = zl_tc_template_takes_tools(z);
+        f->thinks = strstr(z, "<think>") != NULL;
+        free(z);
+    }
     return 0;
 }
 
@@ -308,34 +319,69 @@ char *zl_chat_fmt_render(const zl_chat_fmt *f, const zl_chat_msg *msgs, int n, z
         if (!s) zl_errf(err, ZL_ENOMEM, "out of memory");
         return s;
     }
-    /* a trailing assistant message is the open turn: render the rest with
-     * the generation prompt, then its text */
-    int prefill = n > 0 && is_role(&msgs[n - 1], "assistant");
-    int nm = prefill ? n - 1 : n;
     json_t *arr = json_array();
-    for (int i = 0; arr && i < nm; i++) {
+    for (int i = 0; arr && i < n; i++) {
         json_t *m = json_pack("{s:s,s:s}", "role", msgs[i].role ? msgs[i].role : "user", "content",
                               msgs[i].content ? msgs[i].content : "");
         if (!m || json_array_append_new(arr, m)) { json_decref(arr); arr = NULL; }
     }
+    if (!arr) {
+        zl_errf(err, ZL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    char *res = zl_chat_fmt_render_json(f, arr, NULL, err);
+    json_decref(arr);
+    return res;
+}
+
+char *zl_chat_fmt_render_json(const zl_chat_fmt *f, const json_t *messages, const json_t *tools, zl_err *err) {
+    size_t n = json_array_size(messages);
+    const json_t *last = n ? json_array_get(messages, n - 1) : NULL;
+    const char *last_role = json_string_value(json_object_get(last, "role"));
+    /* a trailing assistant message (without calls) is the open turn: render
+     * the rest with the generation prompt, then its text */
+    int prefill = last_role && !strcmp(last_role, "assistant") && !json_object_get(last, "tool_calls");
+    const char *tail = prefill ? json_string_value(json_object_get(last, "content")) : NULL;
+    if (!tail) tail = "";
+    if (!f->jinja) { /* a built-in family: role and text only */
+        zl_chat_msg *m = calloc(n + 1, sizeof *m);
+        if (!m) {
+            zl_errf(err, ZL_ENOMEM, "out of memory");
+            return NULL;
+        }
+        for (size_t i = 0; i < n; i++) {
+            const json_t *x = json_array_get(messages, i);
+            m[i].role = json_string_value(json_object_get(x, "role"));
+            m[i].content = json_string_value(json_object_get(x, "content"));
+            if (!m[i].content) m[i].content = "";
+        }
+        char *s = zl_tpl_render(f->family, m, (int)n);
+        free(m);
+        if (!s) zl_errf(err, ZL_ENOMEM, "out of memory");
+        return s;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i + (prefill ? 1 : 0) < n; i++) json_array_append(arr, json_array_get(messages, i));
     char *js = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+    char *tj = tools && json_array_size(tools) ? json_dumps(tools, JSON_COMPACT) : NULL;
     json_decref(arr);
     zl_jinja_vars *v = js ? zl_jinja_vars_new() : NULL;
     char *out = NULL;
     size_t len = 0;
-    int rc = !v ? zl_errf(err, ZL_ENOMEM, "out of memory") : 0;
+    int rc = !v || (tools && json_array_size(tools) && !tj) ? zl_errf(err, ZL_ENOMEM, "out of memory") : 0;
     if (!rc) rc = zl_jinja_vars_json(v, "messages", js, strlen(js), err);
+    if (!rc && tj) rc = zl_jinja_vars_json(v, "tools", tj, strlen(tj), err);
     if (!rc) rc = zl_jinja_vars_str(v, "bos_token", f->bos, err);
     if (!rc) rc = zl_jinja_vars_str(v, "eos_token", f->eos, err);
     if (!rc) rc = zl_jinja_vars_bool(v, "add_generation_prompt", 1, err);
     if (!rc) rc = zl_jinja_render(f->jinja, v, NULL, &out, &len, err);
     zl_jinja_vars_free(v);
     free(js);
+    free(tj);
     if (rc) return NULL;
     size_t bl = strlen(f->bos), el = strlen(f->eos), start = 0;
     if (f->strip_bos && len >= bl && !memcmp(out, f->bos, bl)) start = bl;
     if (f->strip_eos && !prefill && len - start >= el && !memcmp(out + len - el, f->eos, el)) len -= el;
-    const char *tail = prefill && msgs[n - 1].content ? msgs[n - 1].content : "";
     size_t tl = strlen(tail);
     char *res = malloc(len - start + tl + 1);
     if (!res) { free(out); zl_errf(err, ZL_ENOMEM, "out of memory"); return NULL; }

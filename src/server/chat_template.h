@@ -69,6 +69,9 @@ typedef struct zl_chat_fmt {
     char *bos, *eos;        /* special-token text the template sees */
     int strip_bos, strip_eos; /* the tokenizer adds these itself: drop them from the text */
     char name[96];          /* for the start-up line */
+    int tc_format;          /* zl_tc_format its text suggests (toolcall.h); 0 (generic) for a family */
+    int takes_tools;        /* it presents `tools` and renders tool_calls / tool turns itself */
+    int thinks;             /* it writes <think> blocks */
 } zl_chat_fmt;
 
 /* Choose: template_file (Jinja source; must parse), else a forced family
@@ -86,6 +89,12 @@ void zl_chat_fmt_free(zl_chat_fmt *f);
  * messages are dicts {role, content}; add_generation_prompt is true; a
  * trailing assistant message is rendered as the open assistant turn. */
 char *zl_chat_fmt_render(const zl_chat_fmt *f, const zl_chat_msg *msgs, int n, zl_err *err);
+/* The same from messages as JSON (OpenAI's shape: role, content, tool_calls
+ * with arguments as objects, tool_call_id) and tools (the template's
+ * `tools`, or NULL).  A built-in family reads role and content only. */
+struct json_t;
+char *zl_chat_fmt_render_json(const zl_chat_fmt *f, const struct json_t *messages, const struct json_t *tools,
+                              zl_err *err);
 int zl_chat_fmt_parse_special(const zl_chat_fmt *f);
 const char *zl_chat_fmt_extra_stop(const zl_chat_fmt *f);
 

@@ -1,6 +1,8 @@
 /* gen.c — jobs to text: detokenize, hold back, match stop sequences (gen.h). */
 #include "gen.h"
 
+#include "../engine/constraint.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +145,17 @@ static void gen_pump(zl_gen *g, int i) {
     }
 }
 
+/* The job's grammar or thinking budget (engine/constraint.h); non-zero on failure. */
+static int gen_constrain(zl_llm *llm, zl_job *j, const zl_gen_params *p) {
+    if (p->grammar) {
+        zl_grammar *gr = NULL;
+        if (zl_grammar_parse(&gr, p->grammar, strlen(p->grammar), NULL, NULL)) return -1;
+        return zl_job_constrain(j, llm, gr, p->grammar_trigger, NULL);
+    }
+    if (p->think_budget > 0) return zl_job_think_budget(j, llm, p->think_budget, p->think_inside, NULL);
+    return 0;
+}
+
 zl_gen *zl_gen_start(zl_sched *s, int32_t *const *prompts, const int *n_prompts, int n, const zl_gen_params *p,
                      double t_start, int *busy) {
     *busy = 0;
@@ -177,7 +190,7 @@ zl_gen *zl_gen_start(zl_sched *s, int32_t *const *prompts, const int *n_prompts,
         if (c->job && p->has_ctl) zl_job_set_ctl(c->job, &p->ctl);
         if (!c->job || (p->anchors && zl_job_set_anchors(c->job, p->anchors[i])) ||
             zl_stream_new(&c->st, g->llm, p->strip_leading_space, NULL) ||
-            (p->hook_job && p->hook_job(p->hook_ud, c->job, i))) {
+            (p->hook_job && p->hook_job(p->hook_ud, c->job, i)) || gen_constrain(g->llm, c->job, p)) {
             zl_gen_free(g);
             return NULL;
         }

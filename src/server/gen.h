@@ -46,6 +46,14 @@ typedef struct zl_gen_params {
      * by zl_gen_start) */
     zl_job_ctl ctl;
     int has_ctl;
+    /* constrained sampling: every job follows this grammar (text, already
+     * validated), lazily from grammar_trigger when set; think_budget > 0
+     * closes a thinking block after that many tokens (think_inside: the
+     * prompt opened it); 0: no bound */
+    const char *grammar;
+    const char *grammar_trigger;
+    int think_budget;
+    int think_inside;
     uint8_t *const *anchors;
     void *hook_ud;
     void (*on_end)(struct zl_gen *g, void *ud);

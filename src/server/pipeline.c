@@ -4,6 +4,7 @@
  * by the request's emitter; errors go out through zl_reply_error in the
  * caller's API shape.  It must never parse an API's body fields. */
 #include "pipeline.h"
+#include "tools.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +26,12 @@ void zl_request_init(zl_request *q, zl_req_kind kind, json_t *body) {
     q->n = 1;
     q->n_logprobs = -1;
     q->sampling = zl_request_sampling_defaults();
+    q->parallel_tools = 1;
+    q->reasoning_budget = -1;
 }
 
 void zl_request_free(zl_request *q) {
+    zl_request_tools_free(q);
     for (int i = 0; q->msgs && i < q->n_msgs; i++) zl_buf_free(&q->msgs[i].text);
     free(q->msgs);
     free(q->bias);
@@ -39,7 +43,7 @@ zl_buf *zl_request_add_msg(zl_request *q, const char *role) {
     zl_request_msg *m = realloc(q->msgs, (size_t)(q->n_msgs + 1) * sizeof *m);
     if (!m) return NULL;
     q->msgs = m;
-    m[q->n_msgs] = (zl_request_msg){role, {0}};
+    m[q->n_msgs] = (zl_request_msg){role, {0}, NULL, NULL};
     return &m[q->n_msgs++].text;
 }
 
@@ -57,6 +61,7 @@ void zl_result_init(zl_result *res, const zl_request *q, const zl_prepared *p, z
     res->logprobs = q->n_logprobs >= 0;
     res->n_user_stops = p->n_user_stops;
     res->prompt_tokens = p->n_ids[0];
+    zl_tools_split_init(res, &p->plan); /* out of memory: the text stays whole */
 }
 
 void zl_result_finish(zl_result *res) {
@@ -74,7 +79,9 @@ static const char *user_stop(const zl_result *res, const zl_gen_choice *c) {
 
 void zl_result_choice(const zl_result *res, int i, zl_event *ev) {
     const zl_gen_choice *c = &res->g->ch[i];
-    *ev = (zl_event){i, c->text.p ? c->text.p : "", c->text.n, c->toks, c->n_toks, c->end, user_stop(res, c)};
+    *ev = (zl_event){i, c->text.p ? c->text.p : "", c->text.n, c->toks, c->n_toks, c->end, user_stop(res, c),
+                     NULL, 0, NULL, 0, 0};
+    if (res->split) zl_tools_event(res, i, 1, 1, ev);
 }
 
 /* The result's timings for both APIs' bodies, and as a Server-Timing value. */
@@ -253,8 +260,23 @@ int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q,
             msgs = own;
             n_msgs = q->n_msgs;
         }
-        rc = zl_pipeline_chat_tokens(srv, ctl, msgs, n_msgs, &p->ids[0], &p->mask[0], &n, e);
-        free(own);
+        if (zl_tools_renders(q) || srv->tpl.thinks) {
+            /* tools, calls, tool turns or a thinking template: the JSON render, its text kept for the plan */
+            zl_err err = {0};
+            char *text = zl_tools_renders(q) ? zl_tools_render(&srv->tpl, q, &err)
+                                             : zl_chat_fmt_render(&srv->tpl, msgs, n_msgs, &err);
+            free(own);
+            if (!text && err.code == ZL_ENOMEM) return PIPE_OOM(e);
+            if (!text) return zl_verr_set(e, "messages", "messages: chat template: %s", err.msg);
+            rc = tokenize_text(srv, ctl, text, strlen(text), zl_chat_fmt_parse_special(&srv->tpl), "messages",
+                               &p->ids[0], &p->mask[0], &n, e);
+            if (!rc) rc = zl_tools_plan_make(&srv->tpl, q, text, &p->plan, e);
+            free(text);
+        } else {
+            rc = zl_pipeline_chat_tokens(srv, ctl, msgs, n_msgs, &p->ids[0], &p->mask[0], &n, e);
+            free(own);
+            if (!rc) rc = zl_tools_plan_make(&srv->tpl, q, NULL, &p->plan, e);
+        }
         if (rc) return rc;
         p->n_ids[0] = (int)n;
         p->n_sets = 1;
@@ -276,6 +298,11 @@ int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q,
             if ((rc = zl_pipeline_prompt_limit(srv, bounded, n, pr->param, e))) return rc;
         }
     }
+    if (q->kind == ZL_REQ_COMPLETION && (rc = zl_tools_plan_make(&srv->tpl, q, NULL, &p->plan, e))) return rc;
+    p->gp.grammar = p->plan.grammar;
+    p->gp.grammar_trigger = p->plan.trigger;
+    p->gp.think_budget = p->plan.think && q->reasoning_budget > 0 ? q->reasoning_budget : 0;
+    p->gp.think_inside = p->plan.think_inside;
     p->n = p->n_sets * q->n;
     if (p->n > ZL_REQ_MAX_CHOICES)
         return zl_verr_set(e, "n", "n: at most %d choices per request (%d prompts x n = %d)", ZL_REQ_MAX_CHOICES,
@@ -284,6 +311,7 @@ int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q,
 }
 
 void zl_prepared_free(zl_prepared *p) {
+    zl_tools_plan_free(&p->plan);
     for (int i = 0; i < ZL_REQ_MAX_CHOICES; i++) { /* a failed step may leave its slot filled past n_sets */
         free(p->ids[i]);
         free(p->mask[i]);
@@ -351,8 +379,14 @@ static void pipe_produce(zl_sse *s, int timeout_ms) {
             ps->em->error(s, res, i);
             continue;
         }
-        if (!len && !ended && !nt) continue;
-        zl_event ev = {i, t, len, toks, nt, ended ? c->end : ZL_GEN_RUNNING, ended ? user_stop(res, c) : NULL};
+        zl_event ev = {i, t, len, toks, nt, ended ? c->end : ZL_GEN_RUNNING, ended ? user_stop(res, c) : NULL,
+                       NULL, 0, NULL, 0, 0};
+        if (res->split) {
+            zl_tools_event(res, i, ended, 0, &ev);
+            if (!ev.len && !ev.reasoning_len && ev.call0 == ev.call1 && !ended && !nt) continue;
+        } else if (!len && !ended && !nt) {
+            continue;
+        }
         ps->em->delta(s, res, &ev);
     }
     if (!done) return;
@@ -365,6 +399,7 @@ static void pipe_produce(zl_sse *s, int timeout_ms) {
 static void pipe_destroy(zl_sse *s) {
     pipe_stream *ps = s->ud;
     if (!ps) return;
+    zl_tools_split_free(&ps->res);
     zl_gen_free(ps->res.g);
     free(ps->reported);
     free(ps);
@@ -377,6 +412,7 @@ static enum MHD_Result reply_stream(zl_req *r, zl_result *res, const zl_emitter 
         free(s);
         if (ps) free(ps->reported);
         free(ps);
+        zl_tools_split_free(res);
         zl_gen_free(res->g);
         return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
     }
@@ -388,7 +424,14 @@ static enum MHD_Result reply_stream(zl_req *r, zl_result *res, const zl_emitter 
     return zl_reply_sse(r, s);
 }
 
+static enum MHD_Result reply_whole_split(zl_req *r, zl_result *res, const zl_emitter *em);
 static enum MHD_Result reply_whole(zl_req *r, zl_result *res, const zl_emitter *em) {
+    enum MHD_Result ret = reply_whole_split(r, res, em);
+    zl_tools_split_free(res);
+    return ret;
+}
+
+static enum MHD_Result reply_whole_split(zl_req *r, zl_result *res, const zl_emitter *em) {
     zl_gen *g = res->g;
     if (zl_gen_wait_all(r, g)) {
         zl_gen_free(g);
@@ -440,6 +483,10 @@ enum MHD_Result zl_pipeline_run(zl_req *r, zl_request *q, const zl_emitter *em) 
     if (zl_sess_open(r, q->body, q->user, &sr)) goto out; /* replied */
     if (r->sess_id[0] && (q->n > 1 || q->n_prompts > 1)) {
         ret = zl_reply_error(r, ZL_E_INVALID, "n", "n: a session request has one prompt and one choice");
+        goto out;
+    }
+    if (r->sess_id[0] && zl_tools_renders(q)) {
+        ret = zl_reply_error(r, ZL_E_INVALID, "tools", "tools: a session request cannot carry tools or tool turns");
         goto out;
     }
     if (q->kind != ZL_REQ_COMPLETION && pipe_conversation(r, q, sr, &all, &n_all)) goto out;

@@ -9,6 +9,7 @@
 
 #include "http.h"
 #include "request.h"
+#include "tools.h"
 
 /* Run q (freed here) and reply in the shape of em. */
 enum MHD_Result zl_pipeline_run(zl_req *r, zl_request *q, const zl_emitter *em);
@@ -26,6 +27,7 @@ typedef struct zl_prepared {
     const char *stops[ZL_REQ_MAX_STOPS + 1];
     int n_user_stops;
     zl_gen_params gp;
+    zl_tools_plan plan; /* grammar and output split (tools.h) */
 } zl_prepared;
 
 /* Template + tokens + limits.  msgs/n_msgs: the conversation to render (chat

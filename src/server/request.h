@@ -13,6 +13,8 @@
 
 #include "gen.h"
 #include "jsonv.h"
+#include "outsplit.h"
+#include "toolcall.h"
 
 #define ZL_REQ_MAX_STOPS 16
 #define ZL_REQ_MAX_CHOICES 64
@@ -30,7 +32,17 @@ typedef enum {
 typedef struct zl_request_msg {
     const char *role; /* static or borrowed from the body */
     zl_buf text;      /* owned, NUL-terminated */
+    json_t *tool_calls;       /* assistant: [{id, type, function: {name, arguments (an object)}}], owned; or NULL */
+    const char *tool_call_id; /* tool: the call it answers (borrowed), or NULL */
 } zl_request_msg;
+
+/* What the caller allows the model to call (tools.c). */
+typedef enum {
+    ZL_TOOLS_AUTO = 0, /* the model chooses (OpenAI auto, Anthropic auto) */
+    ZL_TOOLS_NONE,     /* no calls (the tools are still shown) */
+    ZL_TOOLS_REQUIRED, /* at least one call (OpenAI required, Anthropic any) */
+    ZL_TOOLS_NAMED,    /* a call of tool_name */
+} zl_tool_choice;
 
 /* One completions prompt: text, or a JSON array of token ids (checked
  * against the vocabulary by the pipeline). */
@@ -60,6 +72,15 @@ typedef struct zl_request {
     int stream, include_usage;
     int n_logprobs;    /* -1: none */
     int stream_buffer; /* body field; 0: the X-Zerolayer-Stream-Buffer header's */
+    /* tools, structured output, reasoning (tools.c) */
+    zl_tool *tools;    /* owned array; names, descriptions, schemas borrowed from the body */
+    int n_tools;
+    zl_tool_choice tool_choice;
+    const char *tool_name;  /* ZL_TOOLS_NAMED */
+    int parallel_tools;     /* several calls in one turn (default 1) */
+    char *grammar;          /* owned grammar text (response_format, grammar), or NULL */
+    const char *grammar_param; /* the field it came from, for messages */
+    int reasoning_budget;   /* most thinking tokens; -1: no bound */
 } zl_request;
 
 /* What a request that sets no sampling field gets (the seed is drawn per request by the adapter). */
@@ -80,6 +101,10 @@ typedef struct zl_event {
     int n_toks;
     zl_gen_end end;   /* ZL_GEN_RUNNING while the choice goes on */
     const char *stop; /* the caller's stop sequence that ended it, or NULL */
+    const char *reasoning;  /* thinking text released with this event (outsplit.h) */
+    size_t reasoning_len;
+    const zl_tc_parser *calls; /* the choice's tool calls, or NULL when the request has no tools */
+    int call0, call1;       /* calls [call0, call1) are new in this event (all of them in a whole result) */
 } zl_event;
 
 typedef struct zl_result {
@@ -95,6 +120,7 @@ typedef struct zl_result {
     int prompt_tokens;   /* of the first choice, known before the generation */
     int failed;          /* some choice ended with an error */
     zl_gen_timing timing; /* filled once every choice has ended */
+    struct zl_choice_split *split; /* per choice: reasoning / answer / calls, or NULL (tools.c) */
 } zl_result;
 
 /* Timings (and usage counters) as the "timings" object of both APIs' results,

@@ -211,3 +211,69 @@ Test(sampler, logit_bias_precedes_penalties_and_shapes_probs) {
     cr_assert_eq(pr[4], 0.0f, "token 4 (2.0 - 3) falls out of the top 3");
     zl_sampler_free(s);
 }
+
+/* ---- constraint hook ---- */
+
+typedef struct even_con {
+    int masks, accepts, last;
+} even_con;
+
+static int even_mask(void *ud, float *l) {
+    ((even_con *)ud)->masks++;
+    for (int i = 1; i < 8; i += 2) l[i] = -INFINITY;
+    return 4;
+}
+static int even_check(void *ud, int t) { return t % 2 == 0; }
+static int even_accept(void *ud, int t) {
+    ((even_con *)ud)->accepts++;
+    ((even_con *)ud)->last = t;
+    return 0;
+}
+
+/* Draw-then-check and mask-first must give the same distribution: p(t)/Z
+ * over the allowed tokens, computed here by hand. */
+Test(sampler, constraint_keeps_the_masked_distribution) {
+    float base[8] = {0.5f, 2.0f, 1.0f, 1.5f, -1.0f, 0.0f, 0.7f, 3.0f};
+    double w[8], z = 0;
+    for (int i = 0; i < 8; i += 2) z += (w[i] = exp(base[i]));
+    for (int with_check = 0; with_check < 2; with_check++) {
+        zl_sampler_params p = plain(1.0f);
+        p.seed = 7;
+        zl_sampler *s = zl_sampler_new(&p, 8);
+        even_con ec = {0};
+        zl_sampler_constraint c = {&ec, even_mask, with_check ? even_check : NULL, even_accept, 0};
+        zl_sampler_set_constraint(s, &c);
+        int n = 40000, cnt[8] = {0};
+        for (int k = 0; k < n; k++) {
+            float l[8];
+            memcpy(l, base, sizeof l);
+            int t = zl_sampler_sample(s, l);
+            cr_assert_eq(t % 2, 0, "odd token %d", t);
+            cr_assert_eq(ec.last, t);
+            cnt[t]++;
+        }
+        cr_assert_eq(ec.accepts, n);
+        if (with_check) cr_assert_lt(ec.masks, n); /* the first draw was kept often */
+        else cr_assert_eq(ec.masks, n);
+        for (int i = 0; i < 8; i += 2) {
+            double want = w[i] / z, got = (double)cnt[i] / n, sd = sqrt(want * (1 - want) / n);
+            cr_assert(fabs(got - want) < 5 * sd, "check %d token %d: %.4f vs %.4f", with_check, i, got, want);
+        }
+        zl_sampler_free(s);
+    }
+}
+
+static int none_mask(void *ud, float *l) { return 0; }
+static int none_check(void *ud, int t) { return 0; }
+
+Test(sampler, constraint_with_nothing_allowed_returns_the_fallback) {
+    zl_sampler_params p = plain(1.0f);
+    zl_sampler *s = zl_sampler_new(&p, 8);
+    even_con ec = {0};
+    zl_sampler_constraint c = {&ec, none_mask, none_check, even_accept, 5};
+    zl_sampler_set_constraint(s, &c);
+    float l[8] = {0};
+    cr_assert_eq(zl_sampler_sample(s, l), 5);
+    cr_assert_eq(ec.accepts, 0);
+    zl_sampler_free(s);
+}

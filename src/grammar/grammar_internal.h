@@ -1,0 +1,82 @@
+/* grammar_internal.h — the compiled grammar shared by the parser (gbnf.c),
+ * the byte matcher (gmatch.c) and the token constraint (gtokens.c).
+ *
+ * A grammar is a flat array of elements: every alternative of every rule is
+ * its items followed by GE_END.  An item is a byte set (one byte from a
+ * 256-bit set) or a reference to a rule.  Character classes and literals are
+ * already lowered to byte sets; repetition to helper rules. */
+#ifndef ZL_GRAMMAR_INTERNAL_H
+#define ZL_GRAMMAR_INTERNAL_H
+
+#include <stdint.h>
+
+#include "grammar.h"
+
+enum { GE_END = 0, GE_BYTES = 1, GE_REF = 2 };
+
+typedef struct gelem {
+    int32_t kind; /* GE_* */
+    int32_t arg;  /* GE_BYTES: byte-set index; GE_REF: rule id */
+} gelem;
+
+typedef struct gset {
+    uint64_t w[4];
+} gset;
+
+static inline int gset_has(const gset *s, unsigned char c) { return (int)((s->w[c >> 6] >> (c & 63)) & 1u); }
+
+struct zl_grammar {
+    gelem *el;
+    int32_t n_el;
+    int32_t *alt_start; /* per alternative: index of its first element */
+    int32_t n_alt;
+    int32_t *rule_alt0; /* per rule: first alternative */
+    int32_t *rule_nalt; /* per rule: number of alternatives */
+    char **rule_name;
+    int32_t n_rules;
+    gset *sets;
+    int32_t n_sets;
+    int32_t root;
+};
+
+/* A stack frame of the pushdown matcher: an element position and the frame
+ * below it (-1: the bottom).  A frame on top of a stack always sits on a
+ * GE_BYTES element; frames below sit on the element that follows a rule
+ * reference (never on GE_END: a reference in tail position reuses the frame
+ * below). */
+typedef struct gframe {
+    int32_t pos;
+    int32_t parent;
+} gframe;
+
+/* Frame arena plus stack-set helpers (gmatch.c).  A stack is the index of
+ * its top frame; GSTACK_ACCEPT is the empty stack (the sentence is whole). */
+#define GSTACK_ACCEPT (-1)
+typedef struct garena {
+    gframe *f;
+    int32_t n, cap;
+    int oom;
+    int intern;     /* 1: one frame per (pos, parent), so equal stacks have equal indices */
+    int32_t *ht;    /* interning table (frame indices, -1 empty) */
+    int32_t ht_cap;
+} garena;
+
+typedef struct gstackset {
+    int32_t *s;
+    int32_t n, cap;
+} gstackset;
+
+/* Push frame (pos, parent) expanded until its tops are byte sets, adding
+ * the resulting stacks to out (deduplicated). */
+void gm_expand(const zl_grammar *g, garena *a, int32_t pos, int32_t parent, gstackset *out);
+/* out = the stacks of in advanced over byte c (out is cleared first). */
+void gm_advance(const zl_grammar *g, garena *a, const gstackset *in, unsigned char c, gstackset *out);
+int gm_set_add(garena *a, gstackset *out, int32_t stack);
+/* Copy the frames the stacks of set use from src into dst (compacting; dst
+ * is cleared first) and rewrite set to the new indices. */
+int gm_compact(const garena *src, garena *dst, gstackset *set);
+/* The initial stacks of the grammar's root. */
+void gm_start(const zl_grammar *g, garena *a, gstackset *out);
+int gm_set_accepting(const gstackset *s);
+
+#endif

@@ -1,0 +1,521 @@
+/* toolcall.c — tool-call formats (toolcall.h): detection, presentation,
+ * call grammars and the streaming parser.
+ *
+ * Owns the spelling of calls in each format and nothing of the wire APIs:
+ * adapters turn zl_tc_call into OpenAI tool_calls or Anthropic tool_use.
+ * Never touches tokens, HTTP or the engine. */
+#include "toolcall.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../grammar/grammar.h"
+
+#define TC_OPEN "<tool_call>"
+#define TC_CLOSE "</tool_call>"
+#define TC_MISTRAL "[TOOL_CALLS]"
+#define TC_PYTAG "<|python_tag|>"
+
+zl_tc_format zl_tc_detect(const char *src) {
+    if (!src) return ZL_TC_GENERIC;
+    if (strstr(src, TC_OPEN)) return ZL_TC_HERMES;
+    if (strstr(src, TC_MISTRAL)) return ZL_TC_MISTRAL;
+    if (strstr(src, TC_PYTAG) || strstr(src, "ipython")) return ZL_TC_LLAMA3;
+    return ZL_TC_GENERIC;
+}
+
+const char *zl_tc_format_name(zl_tc_format f) {
+    switch (f) {
+    case ZL_TC_HERMES: return "hermes";
+    case ZL_TC_LLAMA3: return "llama3";
+    case ZL_TC_MISTRAL: return "mistral";
+    default: return "generic";
+    }
+}
+
+int zl_tc_template_takes_tools(const char *src) {
+    return src && strstr(src, "tools") && zl_tc_detect(src) != ZL_TC_GENERIC;
+}
+
+json_t *zl_tc_tools_json(const zl_tool *tools, int n) {
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < n; i++) {
+        json_t *fn = json_object();
+        json_object_set_new(fn, "name", json_string(tools[i].name));
+        if (tools[i].description) json_object_set_new(fn, "description", json_string(tools[i].description));
+        json_object_set_new(fn, "parameters",
+                            tools[i].params ? json_deep_copy(tools[i].params) : json_pack("{s:s}", "type", "object"));
+        json_array_append_new(arr, json_pack("{s:s,s:o}", "type", "function", "function", fn));
+    }
+    return arr;
+}
+
+/* ---- text helpers ---- */
+
+typedef struct tbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} tbuf;
+
+static void tb_add(tbuf *b, const char *s, size_t n) {
+    if (b->oom || !n) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = (b->n + n + 1) * 2;
+        char *t = realloc(b->p, nc);
+        if (!t) {
+            b->oom = 1;
+            return;
+        }
+        b->p = t;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void tb_str(tbuf *b, const char *s) { tb_add(b, s, strlen(s)); }
+
+static char *tb_done(tbuf *b) {
+    if (b->oom) {
+        free(b->p);
+        return NULL;
+    }
+    if (!b->p) return strdup("");
+    return b->p;
+}
+
+char *zl_tc_system_prompt(zl_tc_format f, const zl_tool *tools, int n) {
+    tbuf b = {0};
+    json_t *tj = zl_tc_tools_json(tools, n);
+    tb_str(&b, "You can call functions. Their signatures, as JSON, are listed between <tools> and </tools>:\n<tools>");
+    for (size_t i = 0; tj && i < json_array_size(tj); i++) {
+        char *s = json_dumps(json_array_get(tj, i), JSON_COMPACT);
+        tb_str(&b, "\n");
+        if (s) tb_str(&b, s);
+        free(s);
+    }
+    json_decref(tj);
+    if (f == ZL_TC_MISTRAL)
+        tb_str(&b, "\n</tools>\nTo call functions, reply with [TOOL_CALLS] followed by a JSON array of "
+                   "{\"name\": <function name>, \"arguments\": <arguments object>} and nothing else.");
+    else if (f == ZL_TC_LLAMA3)
+        tb_str(&b, "\n</tools>\nTo call a function, reply with only a JSON object "
+                   "{\"name\": <function name>, \"parameters\": <arguments object>}.");
+    else
+        tb_str(&b, "\n</tools>\nTo call a function, write a JSON object with its name and arguments between "
+                   "<tool_call> and </tool_call>:\n<tool_call>\n{\"name\": <function name>, \"arguments\": "
+                   "<arguments object>}\n</tool_call>");
+    return tb_done(&b);
+}
+
+static void call_json(tbuf *b, const zl_tc_call *c, const char *args_key) {
+    json_t *name = json_string(c->name);
+    char *ns = name ? json_dumps(name, JSON_ENCODE_ANY) : NULL;
+    tb_str(b, "{\"name\": ");
+    tb_str(b, ns ? ns : "\"\"");
+    tb_str(b, ", \"");
+    tb_str(b, args_key);
+    tb_str(b, "\": ");
+    tb_str(b, c->args && *c->args ? c->args : "{}");
+    tb_str(b, "}");
+    free(ns);
+    json_decref(name);
+}
+
+char *zl_tc_render_calls(zl_tc_format f, const zl_tc_call *calls, int n) {
+    tbuf b = {0};
+    if (f == ZL_TC_MISTRAL) {
+        tb_str(&b, TC_MISTRAL "[");
+        for (int i = 0; i < n; i++) {
+            if (i) tb_str(&b, ", ");
+            call_json(&b, &calls[i], "arguments");
+        }
+        tb_str(&b, "]");
+    } else if (f == ZL_TC_LLAMA3) {
+        for (int i = 0; i < n; i++) {
+            if (i) tb_str(&b, "\n");
+            call_json(&b, &calls[i], "parameters");
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            if (i) tb_str(&b, "\n");
+            tb_str(&b, TC_OPEN "\n");
+            call_json(&b, &calls[i], "arguments");
+            tb_str(&b, "\n" TC_CLOSE);
+        }
+    }
+    return tb_done(&b);
+}
+
+static const char *content_text(const json_t *m) {
+    const char *c = json_string_value(json_object_get(m, "content"));
+    return c ? c : "";
+}
+
+json_t *zl_tc_plain_messages(zl_tc_format f, const json_t *messages, const zl_tool *tools, int n) {
+    json_t *out = json_array();
+    char *sys = n > 0 ? zl_tc_system_prompt(f, tools, n) : NULL;
+    if (!out || (n > 0 && !sys)) {
+        json_decref(out);
+        free(sys);
+        return NULL;
+    }
+    size_t nm = json_array_size(messages);
+    int sys_done = !sys;
+    for (size_t i = 0; i < nm; i++) {
+        const json_t *m = json_array_get(messages, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (!role) role = "user";
+        tbuf b = {0};
+        if (!strcmp(role, "system") && !sys_done) {
+            tb_str(&b, content_text(m));
+            tb_str(&b, "\n\n");
+            tb_str(&b, sys);
+            sys_done = 1;
+        } else if (!strcmp(role, "tool")) {
+            role = "user";
+            tb_str(&b, "<tool_response>\n");
+            tb_str(&b, content_text(m));
+            tb_str(&b, "\n</tool_response>");
+        } else {
+            tb_str(&b, content_text(m));
+            const json_t *tc = json_object_get(m, "tool_calls");
+            size_t nc = json_array_size(tc);
+            zl_tc_call *calls = nc ? calloc(nc, sizeof *calls) : NULL;
+            for (size_t k = 0; calls && k < nc; k++) {
+                const json_t *fn = json_object_get(json_array_get(tc, k), "function");
+                const json_t *args = json_object_get(fn, "arguments");
+                calls[k].name = (char *)json_string_value(json_object_get(fn, "name"));
+                if (!calls[k].name) calls[k].name = "";
+                calls[k].args = json_is_string(args) ? strdup(json_string_value(args))
+                                : args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
+            }
+            char *text = calls ? zl_tc_render_calls(f, calls, (int)nc) : NULL;
+            if (text) {
+                if (b.n) tb_str(&b, "\n");
+                tb_str(&b, text);
+            }
+            free(text);
+            for (size_t k = 0; calls && k < nc; k++) free(calls[k].args);
+            free(calls);
+        }
+        if (!sys_done) { /* no system message: one first */
+            json_array_append_new(out, json_pack("{s:s,s:s}", "role", "system", "content", sys));
+            sys_done = 1;
+        }
+        char *t = tb_done(&b);
+        json_array_append_new(out, json_pack("{s:s,s:s}", "role", role, "content", t ? t : ""));
+        free(t);
+    }
+    if (!sys_done) json_array_append_new(out, json_pack("{s:s,s:s}", "role", "system", "content", sys));
+    free(sys);
+    return out;
+}
+
+/* ---- grammars ---- */
+
+char *zl_tc_grammar(zl_tc_format f, const zl_tool *tools, int n, const char *only, int parallel, int lazy,
+                    const char **trigger, zl_err *err) {
+    *trigger = NULL;
+    if (lazy && f == ZL_TC_LLAMA3) return NULL;
+    tbuf b = {0};
+    const char *args_key = f == ZL_TC_LLAMA3 ? "parameters" : "arguments";
+    int n_alt = 0;
+    tb_str(&b, "tc-call ::= ");
+    tbuf rules = {0};
+    for (int i = 0; i < n; i++) {
+        if (only && strcmp(tools[i].name, only)) continue;
+        char prefix[32], top[64], *r = NULL;
+        snprintf(prefix, sizeof prefix, "t%d-", i);
+        char *schema = tools[i].params ? json_dumps(tools[i].params, JSON_COMPACT) : strdup("{\"type\":\"object\"}");
+        int rc = schema ? zl_json_schema_rules(schema, strlen(schema), prefix, &r, top, sizeof top, err)
+                        : zl_errf(err, ZL_ENOMEM, "out of memory");
+        free(schema);
+        if (rc) {
+            zl_err_prefix(err, "tool '%.80s' parameters", tools[i].name);
+            free(b.p);
+            free(rules.p);
+            return NULL;
+        }
+        tb_str(&rules, r);
+        free(r);
+        /* {"name": "NAME", "arguments": ARGS} */
+        json_t *nm = json_string(tools[i].name);
+        char *nj = nm ? json_dumps(nm, JSON_ENCODE_ANY) : NULL;
+        json_decref(nm);
+        tbuf head = {0};
+        tb_str(&head, "{\"name\": ");
+        tb_str(&head, nj ? nj : "\"\"");
+        tb_str(&head, ", \"");
+        tb_str(&head, args_key);
+        tb_str(&head, "\": ");
+        free(nj);
+        char *q = head.p ? zl_gbnf_quote(head.p, head.n) : NULL;
+        free(head.p);
+        if (n_alt++) tb_str(&b, " | ");
+        tb_str(&b, q ? q : "\"\"");
+        tb_str(&b, " ");
+        tb_str(&b, top);
+        tb_str(&b, " \"}\"");
+        free(q);
+    }
+    if (!n_alt) {
+        free(b.p);
+        free(rules.p);
+        zl_errf(err, ZL_EINVAL, only ? "tool_choice names '%.80s', which is not among the tools" : "no tools%s",
+                only ? only : "");
+        return NULL;
+    }
+    tb_str(&b, "\n");
+    if (f == ZL_TC_MISTRAL) {
+        if (lazy) *trigger = TC_MISTRAL;
+        tb_str(&b, lazy ? "root ::= " : "root ::= \"[TOOL_CALLS]\" ");
+        tb_str(&b, parallel ? "\"[\" tc-call ( \", \" tc-call )* \"]\"\n" : "\"[\" tc-call \"]\"\n");
+    } else if (f == ZL_TC_LLAMA3) {
+        tb_str(&b, "root ::= tc-call\n");
+    } else {
+        if (lazy) *trigger = TC_OPEN;
+        tb_str(&b, lazy ? "root ::= \"\\n\" tc-call \"\\n</tool_call>\"" : "root ::= \"<tool_call>\\n\" tc-call \"\\n</tool_call>\"");
+        if (!lazy && parallel) tb_str(&b, " ( \"\\n<tool_call>\\n\" tc-call \"\\n</tool_call>\" )*");
+        tb_str(&b, "\n");
+    }
+    tb_str(&b, rules.p ? rules.p : "");
+    tb_str(&b, zl_json_schema_prelude());
+    free(rules.p);
+    char *out = tb_done(&b);
+    if (!out) zl_errf(err, ZL_ENOMEM, "out of memory");
+    return out;
+}
+
+/* ---- parsing ---- */
+
+enum { TP_OUT = 0, TP_TAG, TP_JSON };
+
+struct zl_tc_parser {
+    zl_tc_format f;
+    int state;
+    int started;  /* some non-space content was seen (LLAMA3 calls come first) */
+    int after_call; /* drop one newline that follows a closing tag */
+    tbuf pend;    /* held text */
+    zl_tc_call *calls;
+    int n, cap;
+};
+
+zl_tc_parser *zl_tc_parser_new(zl_tc_format f) {
+    zl_tc_parser *p = calloc(1, sizeof *p);
+    if (p) p->f = f;
+    return p;
+}
+
+void zl_tc_parser_free(zl_tc_parser *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) {
+        free(p->calls[i].name);
+        free(p->calls[i].args);
+    }
+    free(p->calls);
+    free(p->pend.p);
+    free(p);
+}
+
+int zl_tc_n_calls(const zl_tc_parser *p) { return p->n; }
+const zl_tc_call *zl_tc_get(const zl_tc_parser *p, int i) { return i >= 0 && i < p->n ? &p->calls[i] : NULL; }
+
+static int add_call(zl_tc_parser *p, const json_t *o) {
+    const json_t *name = json_object_get(o, "name");
+    const json_t *args = json_object_get(o, "arguments");
+    if (!args) args = json_object_get(o, "parameters");
+    if (!json_is_string(name)) return -1;
+    json_t *parsed = NULL;
+    if (json_is_string(args)) { /* arguments written as a JSON string */
+        parsed = json_loads(json_string_value(args), 0, NULL);
+        if (!json_is_object(parsed)) {
+            json_decref(parsed);
+            return -1;
+        }
+        args = parsed;
+    }
+    if (args && !json_is_object(args)) return -1;
+    if (p->n == p->cap) {
+        int nc = p->cap ? p->cap * 2 : 4;
+        zl_tc_call *t = realloc(p->calls, (size_t)nc * sizeof *t);
+        if (!t) {
+            json_decref(parsed);
+            return -1;
+        }
+        p->calls = t;
+        p->cap = nc;
+    }
+    p->calls[p->n].name = strdup(json_string_value(name));
+    p->calls[p->n].args = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
+    json_decref(parsed);
+    if (!p->calls[p->n].name || !p->calls[p->n].args) {
+        free(p->calls[p->n].name);
+        free(p->calls[p->n].args);
+        return -1;
+    }
+    p->n++;
+    return 0;
+}
+
+/* Calls from JSON text: an object or an array of objects; all or none. */
+static int parse_calls(zl_tc_parser *p, const char *s, size_t n) {
+    json_t *v = json_loadb(s, n, 0, NULL);
+    if (!v) return -1;
+    int n0 = p->n, rc = 0;
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v) && !rc; i++) rc = add_call(p, json_array_get(v, i));
+        if (!json_array_size(v)) rc = -1;
+    } else {
+        rc = add_call(p, v);
+    }
+    json_decref(v);
+    if (rc) {
+        for (int i = n0; i < p->n; i++) {
+            free(p->calls[i].name);
+            free(p->calls[i].args);
+        }
+        p->n = n0;
+    }
+    return rc;
+}
+
+/* End of the JSON value starting at s[0] (after spaces), or 0 if it is not
+ * complete yet. */
+static size_t json_end(const char *s, size_t n) {
+    int depth = 0, in_str = 0, esc = 0, began = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (esc) esc = 0;
+            else if (c == '\\') esc = 1;
+            else if (c == '"') in_str = 0;
+            continue;
+        }
+        if (!began && (c == ' ' || c == '\n' || c == '\t' || c == '\r')) continue;
+        began = 1;
+        if (c == '"') in_str = 1;
+        else if (c == '{' || c == '[') depth++;
+        else if (c == '}' || c == ']') {
+            if (--depth == 0) return i + 1;
+        }
+    }
+    return 0;
+}
+
+static void out_add(char **content, size_t *len, const char *s, size_t n) {
+    if (!n) return;
+    char *t = realloc(*content, *len + n + 1);
+    if (!t) return;
+    memcpy(t + *len, s, n);
+    *len += n;
+    t[*len] = 0;
+    *content = t;
+}
+
+/* Length of the longest suffix of s that is a proper prefix of w. */
+static size_t partial_suffix(const char *s, size_t n, const char *w) {
+    size_t wl = strlen(w);
+    for (size_t k = wl - 1 < n ? wl - 1 : n; k > 0; k--)
+        if (!memcmp(s + n - k, w, k)) return k;
+    return 0;
+}
+
+static void pend_drop(zl_tc_parser *p, size_t k) {
+    memmove(p->pend.p, p->pend.p + k, p->pend.n - k);
+    p->pend.n -= k;
+    if (p->pend.p) p->pend.p[p->pend.n] = 0;
+}
+
+static const char *opener(zl_tc_format f) { return f == ZL_TC_MISTRAL ? TC_MISTRAL : f == ZL_TC_LLAMA3 ? TC_PYTAG : TC_OPEN; }
+
+static void step(zl_tc_parser *p, char **content, size_t *clen, int final) {
+    for (;;) {
+        char *s = p->pend.p;
+        size_t n = p->pend.n;
+        if (!n) return;
+        if (p->state == TP_OUT) {
+            if (p->after_call) {
+                p->after_call = 0;
+                if (s[0] == '\n') {
+                    pend_drop(p, 1);
+                    continue;
+                }
+            }
+            if (p->f != ZL_TC_MISTRAL && !p->started) {
+                /* a reply that is one JSON object may be a call written without its tags */
+                size_t k = 0;
+                while (k < n && (s[k] == ' ' || s[k] == '\n')) k++;
+                if (k == n) {
+                    if (!final) return;
+                    p->started = 1;
+                    continue;
+                }
+                if (s[k] == '{') {
+                    p->state = TP_JSON;
+                    p->started = 1;
+                    continue;
+                }
+                int py = p->f == ZL_TC_LLAMA3;
+                if (py && n - k < strlen(TC_PYTAG) && !memcmp(s + k, TC_PYTAG, n - k) && !final) return;
+                if (py && n - k >= strlen(TC_PYTAG) && !memcmp(s + k, TC_PYTAG, strlen(TC_PYTAG))) {
+                    pend_drop(p, k + strlen(TC_PYTAG));
+                    p->state = TP_JSON;
+                    p->started = 1;
+                    continue;
+                }
+                p->started = 1;
+            }
+            const char *op = opener(p->f);
+            char *hit = p->f == ZL_TC_LLAMA3 ? NULL : memmem(s, n, op, strlen(op));
+            if (hit) {
+                out_add(content, clen, s, (size_t)(hit - s));
+                pend_drop(p, (size_t)(hit - s) + strlen(op));
+                p->state = p->f == ZL_TC_MISTRAL ? TP_JSON : TP_TAG;
+                continue;
+            }
+            size_t hold = final || p->f == ZL_TC_LLAMA3 ? 0 : partial_suffix(s, n, op);
+            out_add(content, clen, s, n - hold);
+            pend_drop(p, n - hold);
+            return;
+        }
+        if (p->state == TP_TAG) {
+            char *hit = memmem(s, n, TC_CLOSE, strlen(TC_CLOSE));
+            if (!hit && !final) return;
+            size_t body = hit ? (size_t)(hit - s) : n;
+            if (parse_calls(p, s, body)) { /* not a call: it stays text */
+                out_add(content, clen, TC_OPEN, strlen(TC_OPEN));
+                out_add(content, clen, s, hit ? body + strlen(TC_CLOSE) : body);
+            }
+            pend_drop(p, hit ? body + strlen(TC_CLOSE) : body);
+            p->after_call = 1;
+            p->state = TP_OUT;
+            continue;
+        }
+        /* TP_JSON: one JSON value, no closing tag */
+        size_t e = json_end(s, n);
+        if (!e && !final) return;
+        size_t body = e ? e : n;
+        if (parse_calls(p, s, body)) {
+            if (p->f == ZL_TC_MISTRAL) out_add(content, clen, TC_MISTRAL, strlen(TC_MISTRAL));
+            out_add(content, clen, s, body);
+        }
+        pend_drop(p, body);
+        p->state = TP_OUT;
+    }
+}
+
+int zl_tc_feed(zl_tc_parser *p, const char *text, size_t n, char **content, size_t *content_len) {
+    tb_add(&p->pend, text, n);
+    if (p->pend.oom) return ZL_ENOMEM;
+    step(p, content, content_len, 0);
+    return 0;
+}
+
+int zl_tc_finish(zl_tc_parser *p, char **content, size_t *content_len) {
+    step(p, content, content_len, 1);
+    return p->pend.oom ? ZL_ENOMEM : 0;
+}

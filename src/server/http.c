@@ -92,17 +92,18 @@ const char *zl_req_header(void *conn, const char *name) {
 }
 
 json_t *zl_error_json(zl_api api, zl_ekind kind, const char *param, const char *msg, int *status_out) {
-    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500, 404, 415};
-    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500, 404, 415};
+    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500, 404, 415, 503};
+    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500, 404, 415, 503};
     static const char *const t_oai[] = {"invalid_request_error", "authentication_error", "invalid_request_error",
                                         "invalid_request_error", "invalid_request_error", "rate_limit_error",
-                                        "server_error", "invalid_request_error", "invalid_request_error"};
+                                        "server_error", "invalid_request_error", "invalid_request_error",
+                                        "server_error"};
     static const char *const c_oai[] = {NULL, "invalid_api_key", "unknown_url", "method_not_allowed",
                                         "request_too_large", "rate_limit_exceeded", NULL, "model_not_found",
-                                        "unsupported_media_type"};
+                                        "unsupported_media_type", "service_unavailable"};
     static const char *const t_ant[] = {"invalid_request_error", "authentication_error", "not_found_error",
                                         "invalid_request_error", "request_too_large", "overloaded_error",
-                                        "api_error", "not_found_error", "invalid_request_error"};
+                                        "api_error", "not_found_error", "invalid_request_error", "overloaded_error"};
     json_t *j;
     /* the message and the parameter may quote the request (a method, a URL, a key): bytes that are not
      * UTF-8 become U+FFFD */
@@ -337,15 +338,9 @@ static enum MHD_Result cl_count(void *cls, enum MHD_ValueKind kind, const char *
 
 /* While draining: 503 with Retry-After, in the caller's API shape. */
 static enum MHD_Result reply_draining(zl_req *r, const char *url, const char *method) {
-    int status;
     r->url = url;
     zl_route_shape(r, method);
-    json_t *j = zl_error_json(r->api, ZL_E_INTERNAL, NULL, "the server is shutting down", &status);
-    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    enum MHD_Result ret = zl_reply_raw(r, 503, "application/json", body ? body : "{}", body ? strlen(body) : 2);
-    free(body);
-    return ret;
+    return zl_reply_error(r, ZL_E_UNAVAILABLE, NULL, "the server is shutting down");
 }
 
 /* After the first SIGINT/SIGTERM: wait until no request is being answered,

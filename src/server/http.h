@@ -50,6 +50,7 @@ typedef enum {
     ZL_E_INTERNAL,    /* 500 */
     ZL_E_MODEL_NOT_FOUND, /* 404: OpenAI code model_not_found, Anthropic not_found_error */
     ZL_E_MEDIA,       /* 415: a body that is not application/json */
+    ZL_E_UNAVAILABLE, /* 503: transient (out of memory before any token, draining); retry later */
 } zl_ekind;
 
 typedef struct zl_req {

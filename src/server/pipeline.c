@@ -424,6 +424,25 @@ static enum MHD_Result reply_stream(zl_req *r, zl_result *res, const zl_emitter 
     return zl_reply_sse(r, s);
 }
 
+/* A failed generation, from its jobs' reports: 503 (Retry-After) when every
+ * failure was transient and produced no token, else 500 with the first reason. */
+static enum MHD_Result reply_failed(zl_req *r, zl_gen *g) {
+    int retry = 1;
+    char why[256] = "generation failed";
+    int have = 0;
+    for (int i = 0; i < g->n; i++) {
+        if (g->ch[i].end != ZL_GEN_ERROR || !g->ch[i].job) continue;
+        zl_job_report rep;
+        zl_job_get_report(g->sched, g->ch[i].job, &rep);
+        retry &= rep.retryable;
+        if (!have && rep.error[0]) {
+            snprintf(why, sizeof why, "generation failed: %s", rep.error);
+            have = 1;
+        }
+    }
+    return zl_reply_error(r, retry ? ZL_E_UNAVAILABLE : ZL_E_INTERNAL, NULL, "%s", why);
+}
+
 static enum MHD_Result reply_whole_split(zl_req *r, zl_result *res, const zl_emitter *em);
 static enum MHD_Result reply_whole(zl_req *r, zl_result *res, const zl_emitter *em) {
     enum MHD_Result ret = reply_whole_split(r, res, em);
@@ -440,8 +459,9 @@ static enum MHD_Result reply_whole_split(zl_req *r, zl_result *res, const zl_emi
     }
     zl_result_finish(res);
     if (res->failed) {
+        enum MHD_Result ret = reply_failed(r, g);
         zl_gen_free(g);
-        return zl_reply_error(r, ZL_E_INTERNAL, NULL, "generation failed");
+        return ret;
     }
     json_t *body = em->body(res);
     char st[256] = "";

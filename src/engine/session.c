@@ -691,3 +691,45 @@ zl_seq *zl_sessions_peek_seq(zl_sessions *s, const char *id) {
     pthread_mutex_unlock(&s->mu);
     return q;
 }
+
+zl_sess_status zl_sessions_copy_state(zl_sessions *s, const char *id, const char *tenant, zl_seq *dst,
+                                      char **history) {
+    *history = NULL;
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup(s, id, tenant, &x);
+    if (st == ZL_SESS_OK) wait_home(s, x);
+    if (st == ZL_SESS_OK && x->state != ZL_SESS_OK) st = x->state;
+    if (st == ZL_SESS_OK && (x->busy || x->seq_out)) st = ZL_SESS_BUSY;
+    if (st == ZL_SESS_OK) {
+        int n = x->seq ? zl_seq_n_past(x->seq) : 0;
+        if (n && zl_seq_copy_prefix(dst, x->seq, n, NULL)) st = ZL_SESS_LIMIT;
+        if (st == ZL_SESS_OK && x->history) *history = strdup(x->history);
+        x->last_used = zl_now_ms();
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+zl_sess_status zl_sessions_create_with(zl_sessions *s, const char *id, const char *tenant, double created_unix,
+                                       zl_seq *seq, const char *history, size_t len, zl_session_info *info) {
+    char *h = NULL;
+    if (history && !(h = malloc(len + 1))) return ZL_SESS_LIMIT;
+    if (h) { memcpy(h, history, len); h[len] = 0; }
+    zl_sess_status st = zl_sessions_create(s, id, tenant, created_unix, NULL);
+    if (st != ZL_SESS_OK) { free(h); return st; }
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    st = lookup(s, id, tenant, &x);
+    if (st == ZL_SESS_OK) {
+        x->seq = seq;
+        x->committed = zl_seq_n_past(seq);
+        x->history = h;
+        h = NULL;
+        fill_info(s, x, info);
+        enforce_budget(s);
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(h);
+    return st;
+}

@@ -86,6 +86,16 @@ zl_sess_status zl_sessions_create(zl_sessions *s, const char *id, const char *te
                                   zl_session_info *info);
 zl_sess_status zl_sessions_info(zl_sessions *s, const char *id, const char *tenant, zl_session_info *info);
 zl_sess_status zl_sessions_delete(zl_sessions *s, const char *id, const char *tenant);
+/* Snapshots: copy an idle session's cached state into dst (a fresh sequence
+ * of the same model and context; zl_seq_copy_prefix) and its stored
+ * conversation into *history (malloc'd or NULL), under the store's lock:
+ * BUSY while a request runs on it. */
+zl_sess_status zl_sessions_copy_state(zl_sessions *s, const char *id, const char *tenant, zl_seq *dst,
+                                      char **history);
+/* Create a session that holds seq (a restored snapshot: its tokens are all
+ * committed) and history (may be NULL).  Takes seq on ZL_SESS_OK. */
+zl_sess_status zl_sessions_create_with(zl_sessions *s, const char *id, const char *tenant, double created_unix,
+                                       zl_seq *seq, const char *history, size_t len, zl_session_info *info);
 /* Drop the cached tokens and zero their KV memory; the session stays. */
 zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *tenant);
 /* A request starts on the session: marks it busy (one request at a time). */

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../base/err.h"
+#include "../state/snapshot.h"
 #include "http.h"
 
 struct zl_sess_req {
@@ -66,7 +67,12 @@ int zl_sessions_setup(zl_srv *srv, zl_err *err) {
         .pcache_bytes = o->prefix_cache_bytes < 0 ? 0 : o->prefix_cache_bytes ? (size_t)o->prefix_cache_bytes : (size_t)256 << 20,
         .pcache_block = 16,
     };
-    return zl_sessions_new(&srv->sessions, &so, err);
+    int rc = zl_sessions_new(&srv->sessions, &so, err);
+    if (!rc && (rc = zl_state_setup(srv, err))) {
+        zl_sessions_free(srv->sessions);
+        srv->sessions = NULL;
+    }
+    return rc;
 }
 
 static void hex(const unsigned char *b, size_t n, char *out) {
@@ -171,6 +177,17 @@ static enum MHD_Result status_reply(zl_req *r, zl_sess_status st, const char *id
     default: return sess_error(r, 500, "internal", "session error");
     }
 }
+
+enum MHD_Result zl_sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return sess_error(r, status, reason, "%s", msg);
+}
+
+enum MHD_Result zl_sess_status_reply(zl_req *r, zl_sess_status st, const char *id) { return status_reply(r, st, id); }
 
 static enum MHD_Result bad_token(zl_req *r) {
     return sess_error(r, 403, "invalid_token",
@@ -329,13 +346,24 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     snprintf(created, sizeof created, "%lld", ms);
     zl_session_info in;
-    zl_sess_status st = zl_sessions_create(r->srv->sessions, id, tenant, (double)ms / 1e3, &in);
+    zl_seq *restored = NULL; /* POST {"state"}: the session starts from a snapshot (api_state.c) */
+    zl_snap_info si = {0};
+    if (b && json_object_get(b, "state") && zl_state_restore(r, b, tenant, &restored, &si)) return MHD_YES;
+    zl_sess_status st = restored ? zl_sessions_create_with(r->srv->sessions, id, tenant, (double)ms / 1e3, restored,
+                                                           si.history, si.history_len, &in)
+                                 : zl_sessions_create(r->srv->sessions, id, tenant, (double)ms / 1e3, &in);
+    free(si.history);
+    if (st != ZL_SESS_OK) zl_state_seq_free(restored);
     if (st != ZL_SESS_OK) return status_reply(r, st, id);
     token_mac(r->srv, id, tenant, created, mac);
     char token[200];
     snprintf(token, sizeof token, "%s.%s.%s", id, created, mac);
     json_t *j = info_json(&in);
     json_object_set_new(j, "token", json_string(token));
+    if (restored) {
+        json_object_set_new(j, "tokens", json_integer(si.n_tokens));
+        json_object_set_new(j, "codec", json_string(si.learned ? "learned" : "exact"));
+    }
     return zl_reply_json(r, 200, j, NULL);
 }
 
@@ -483,10 +511,11 @@ enum MHD_Result zl_api_sessions(zl_req *r, const char *method) {
     }
     snprintf(id, sizeof id, "%.*s", (int)il, p);
     if (slash) snprintf(action, sizeof action, "%s", slash + 1);
-    int known = (!*action && (get || del)) || ((!strcmp(action, "flush") || !strcmp(action, "prefill")) && post);
+    int post_action = !strcmp(action, "flush") || !strcmp(action, "prefill") || !strcmp(action, "snapshot");
+    int known = (!*action && (get || del)) || (post_action && post);
     if (!known) {
         json_decref(b);
-        if (!*action || !strcmp(action, "flush") || !strcmp(action, "prefill"))
+        if (!*action || post_action)
             return zl_reply_error(r, ZL_E_METHOD, NULL, "%s is not allowed on %s", method, r->url);
         return zl_reply_error(r, ZL_E_NOT_FOUND, NULL, "no route for %s %s", method, r->url);
     }
@@ -504,6 +533,8 @@ enum MHD_Result zl_api_sessions(zl_req *r, const char *method) {
         zl_sess_status st = zl_sessions_delete(ss, id, tenant);
         ret = st ? status_reply(r, st, id)
                  : zl_reply_json(r, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "session", "deleted", 1), NULL);
+    } else if (!strcmp(action, "snapshot")) {
+        ret = zl_api_snapshot(r, b, id, tenant);
     } else if (!strcmp(action, "flush")) {
         zl_sess_status st = zl_sessions_flush(ss, id, tenant);
         ret = st ? status_reply(r, st, id)

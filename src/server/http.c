@@ -830,7 +830,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     so.on_step = on_step;
     so.on_step_ud = srv;
     rc = zl_sched_new(&srv->sched, llm, &so, err);
-    if (rc) { zl_sessions_free(srv->sessions); zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
+    if (rc) { zl_state_free(srv); zl_sessions_free(srv->sessions); zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
 
     struct sockaddr_in6 a6 = {0};
     struct sockaddr_in a4 = {0};
@@ -848,6 +848,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
         flags |= MHD_USE_IPv6;
     } else {
         zl_sched_free(srv->sched);
+        zl_state_free(srv);
         zl_sessions_free(srv->sessions);
         zl_chat_fmt_free(&srv->tpl);
         free(srv);
@@ -869,6 +870,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
                               MHD_OPTION_UNESCAPE_CALLBACK, url_unescape, NULL, MHD_OPTION_END);
     if (!srv->d) {
         zl_sched_free(srv->sched);
+        zl_state_free(srv);
         zl_sessions_free(srv->sessions);
         zl_chat_fmt_free(&srv->tpl);
         free(srv);
@@ -891,6 +893,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     MHD_stop_daemon(srv->d);
     zl_models_free(srv);
     zl_sched_free(srv->sched);
+    zl_state_free(srv);
     zl_sessions_free(srv->sessions);
     zl_chat_fmt_free(&srv->tpl);
     free(srv);

@@ -18,6 +18,7 @@ struct zl_batches;
 typedef struct zl_models zl_models;
 struct zl_model_slot;
 
+typedef struct zl_srv_state zl_srv_state; /* api_state.c */
 typedef struct zl_srv {
     zl_llm *llm;
     zl_sched *sched;
@@ -32,6 +33,7 @@ typedef struct zl_srv {
     size_t sess_secret_len;
     unsigned idle_timeout_s; /* MHD connection timeout between requests */
     zl_models *models;             /* several models (models.c), or NULL: this one only */
+    zl_srv_state *state;           /* snapshot key, codec, model fingerprint (api_state.c) */
 } zl_srv;
 
 typedef enum { ZL_API_OPENAI = 0, ZL_API_ANTHROPIC = 1 } zl_api;
@@ -185,6 +187,22 @@ void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]);
 enum MHD_Result zl_api_sessions(zl_req *r, const char *method);
 int zl_sessions_setup(zl_srv *srv, zl_err *err);
 void zl_sessions_metrics(zl_srv *srv, zl_buf *out);
+/* Session routes' errors, in the API's shape with `code` = reason
+ * (api_sessions.c), and the reply for a store status. */
+enum MHD_Result zl_sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+enum MHD_Result zl_sess_status_reply(zl_req *r, zl_sess_status st, const char *id);
+/* Snapshots (api_state.c): setup with the sessions (the model fingerprint,
+ * --state-key-file, --codec), free, POST /v1/sessions/{id}/snapshot, and the
+ * restore behind POST /v1/sessions {"state"}: 0 and a sequence holding the
+ * state (free it with zl_state_seq_free unless a session takes it), or -1
+ * after replying. */
+struct zl_snap_info;
+int zl_state_setup(zl_srv *srv, zl_err *err);
+void zl_state_free(zl_srv *srv);
+enum MHD_Result zl_api_snapshot(zl_req *r, json_t *body, const char *id, const char *tenant);
+int zl_state_restore(zl_req *r, json_t *body, const char *tenant, zl_seq **out, struct zl_snap_info *info);
+void zl_state_seq_free(zl_seq *q);
 /* Per generation request: the tenant, and the session when the request
  * names one (X-Zerolayer-Session header or body field `session`). */
 typedef struct zl_sess_req zl_sess_req;

@@ -13,6 +13,11 @@ void zl_metrics_inter_token(double seconds);
 void zl_metrics_tokens(long long prompt, long long generated);
 void zl_metrics_batch(int n_seqs);
 void zl_metrics_cancelled(void);
+/* Session snapshots (api_state.c): one per export or restore attempt, with
+ * the bytes sealed (encoded) or opened (decoded). */
+typedef enum { ZL_SNAPM_EXPORTED, ZL_SNAPM_RESTORED, ZL_SNAPM_INVALID, ZL_SNAPM_FORBIDDEN, ZL_SNAPM_MISMATCH,
+               ZL_SNAPM_COUNT } zl_snapm;
+void zl_metrics_snapshot(zl_snapm result, size_t encoded_bytes, size_t decoded_bytes);
 /* Append the exposition text (version 0.0.4) to out. */
 void zl_metrics_render(zl_buf *out, zl_sched *s);
 

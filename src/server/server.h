@@ -40,6 +40,9 @@ typedef struct zl_server_opts {
     size_t session_kv_budget;     /* bytes, 1 GiB */
     long long prefix_cache_bytes; /* 256 MiB; < 0: off */
     const char *session_secret_file; /* NULL: random per start */
+    const char *state_key_file;      /* snapshots sealed with the SHA-256 of this file (>= 32 bytes); NULL: only
+                                        passphrase snapshots */
+    const char *codec_file;          /* learned state codec (.zlc) for snapshots; NULL: exact only */
     /* message batches (0: defaults) */
     double batch_retention_s; /* an ended batch is dropped after this (3600) */
     int batches_per_tenant;   /* 64 */

@@ -73,8 +73,13 @@ static double quant_mse(const float *y, int n, double step, int b) {
     return e / n;
 }
 
-/* Steps and errors of component k from its sampled coefficients y[0..n). */
-static void fit_steps(zl_codec_table *t, int k, const float *y, int n, double var) {
+/* Steps and errors of component k from its sampled coefficients y[0..n);
+ * max_abs: the largest |coefficient| over every fitted row.  From
+ * WIDE_BITS bits on, the range always covers max_abs: a sample-optimal step
+ * would clip the rare large coefficients the sample misses, and those are
+ * the ones attention is most sensitive to. */
+#define WIDE_BITS 6
+static void fit_steps(zl_codec_table *t, int k, const float *y, int n, double var, double max_abs) {
     float *step = t->step + (size_t)k * ZL_CODEC_MAX_BITS, *mse = t->mse + (size_t)k * (ZL_CODEC_MAX_BITS + 1);
     mse[0] = (float)var;
     double sigma = sqrt(var);
@@ -93,6 +98,8 @@ static void fit_steps(zl_codec_table *t, int k, const float *y, int n, double va
             double e = quant_mse(y, n, s, b);
             if (e < best_e) best_e = e, best = s;
         }
+        double wide = max_abs * 1.05 / (double)(1L << (b - 1));
+        if (b >= WIDE_BITS && best < wide) best = wide, best_e = quant_mse(y, n, best, b);
         step[b - 1] = (float)best;
         mse[b] = (float)(best_e < var ? best_e : var);
     }
@@ -128,16 +135,17 @@ static int fit_table(zl_codec *c, zl_codec_table *t, const float *rows, int n, i
         for (int j = 0; j < hd; j++) t->basis[(size_t)k * hd + j] = (float)v[(size_t)order[k] * hd + j];
     for (int k = 0; k < hd; k++) {
         const float *e = t->basis + (size_t)k * hd;
-        double var = 0;
+        double var = 0, max_abs = 0;
         for (int i = 0; i < n; i++) {
             const float *r = rows + (size_t)i * d + (size_t)h * hd;
             double y = 0;
             for (int j = 0; j < hd; j++) y += (double)e[j] * (r[j] - t->mean[j]);
             var += y * y;
+            if (fabs(y) > max_abs) max_abs = fabs(y);
             if (i % stride == 0 && i / stride < ns) ys[i / stride] = (float)y; /* an evenly spread sample */
         }
         t->var[k] = (float)(var / n);
-        fit_steps(t, k, ys, ns, t->var[k]);
+        fit_steps(t, k, ys, ns, t->var[k], max_abs);
     }
 done:
     free(mean); free(cov); free(v); free(w); free(order); free(ys);

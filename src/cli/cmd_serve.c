@@ -79,6 +79,8 @@ static void serve_usage(FILE *f) {
           "  --state-key-file F      seal session snapshots (POST /v1/sessions/{id}/snapshot) with the SHA-256 of F\n"
           "                          (at least 32 random bytes); without it a snapshot needs a passphrase\n"
           "  --codec FILE.zlc        learned state codec for snapshots (zerolayer codec train); must match -m\n"
+          "  --state-dir DIR         save every live session there at shutdown (sealed with --state-key-file) and\n"
+          "                          restore the unexpired ones at start (same --session-secret-file: same tokens)\n"
           "  --batch-retention S     seconds an ended message batch is kept (default 3600)\n"
           "  --batches-per-tenant N  message batches one tenant holds (default 64; 429 when all run)\n"
           "  --max-conns N           connections at once, all clients (default 1024)\n"
@@ -216,7 +218,7 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") ||
-                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--state-key-file") || !strcmp(a, "--codec") || !strcmp(a, "--pooling") || !strcmp(a, "--alias") || !strcmp(a, "--models-dir") ||
+                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--state-key-file") || !strcmp(a, "--codec") || !strcmp(a, "--state-dir") || !strcmp(a, "--pooling") || !strcmp(a, "--alias") || !strcmp(a, "--models-dir") ||
                    !strcmp(a, "--draft-model"))) {
             free(keys);
             return cli_fail("%s needs a value", a);
@@ -239,6 +241,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--session-secret-file")) o.session_secret_file = argv[++i];
         else if (!strcmp(a, "--state-key-file")) o.state_key_file = argv[++i];
         else if (!strcmp(a, "--codec")) o.codec_file = argv[++i];
+        else if (!strcmp(a, "--state-dir")) o.state_dir = argv[++i];
         else if (!strcmp(a, "--draft-model")) draft_model = argv[++i];
         else {
             serve_usage(stderr);

@@ -733,3 +733,23 @@ zl_sess_status zl_sessions_create_with(zl_sessions *s, const char *id, const cha
     free(h);
     return st;
 }
+
+int zl_sessions_list(zl_sessions *s, zl_session_ref **out) {
+    *out = NULL;
+    pthread_mutex_lock(&s->mu);
+    int n = 0, k = 0;
+    for (sess *x = s->head; x; x = x->next) n += x->state == ZL_SESS_OK;
+    zl_session_ref *r = calloc((size_t)n + 1, sizeof *r);
+    double now = zl_now_ms(), wall = zl_wall_s();
+    for (sess *x = s->head; r && x; x = x->next) {
+        if (x->state != ZL_SESS_OK) continue;
+        snprintf(r[k].id, sizeof r[k].id, "%s", x->id);
+        snprintf(r[k].tenant, sizeof r[k].tenant, "%s", x->tenant);
+        r[k].created_unix = x->created_unix;
+        r[k].last_used_unix = wall - (now - x->last_used) / 1e3;
+        k++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    *out = r;
+    return r ? k : -1;
+}

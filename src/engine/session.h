@@ -92,6 +92,13 @@ zl_sess_status zl_sessions_delete(zl_sessions *s, const char *id, const char *te
  * BUSY while a request runs on it. */
 zl_sess_status zl_sessions_copy_state(zl_sessions *s, const char *id, const char *tenant, zl_seq *dst,
                                       char **history);
+/* The live sessions now (id, tenant, created, last used): *out is malloc'd,
+ * returns the count (-1: out of memory). */
+typedef struct zl_session_ref {
+    char id[80], tenant[ZL_SESS_TENANT_MAX];
+    double created_unix, last_used_unix;
+} zl_session_ref;
+int zl_sessions_list(zl_sessions *s, zl_session_ref **out);
 /* Create a session that holds seq (a restored snapshot: its tokens are all
  * committed) and history (may be NULL).  Takes seq on ZL_SESS_OK. */
 zl_sess_status zl_sessions_create_with(zl_sessions *s, const char *id, const char *tenant, double created_unix,

@@ -64,6 +64,9 @@ int zl_state_setup(zl_srv *srv, zl_err *err) {
     return 0;
 }
 
+const uint8_t *zl_state_key(const zl_srv *srv) { return srv->state && srv->state->has_key ? srv->state->key : NULL; }
+const uint8_t *zl_state_fingerprint(const zl_srv *srv) { return srv->state->fingerprint; }
+
 void zl_state_free(zl_srv *srv) {
     if (!srv->state) return;
     zl_codec_free(srv->state->codec);

@@ -830,6 +830,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     so.on_step = on_step;
     so.on_step_ud = srv;
     rc = zl_sched_new(&srv->sched, llm, &so, err);
+    if (!rc && (rc = zl_state_dir_load(srv, err))) zl_sched_free(srv->sched);
     if (rc) { zl_state_free(srv); zl_sessions_free(srv->sessions); zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
 
     struct sockaddr_in6 a6 = {0};
@@ -891,6 +892,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     zl_sched_stop(srv->sched); /* cancels running jobs, so their streams end */
     zl_batches_free(srv->batches);
     MHD_stop_daemon(srv->d);
+    zl_state_dir_save(srv);
     zl_models_free(srv);
     zl_sched_free(srv->sched);
     zl_state_free(srv);

@@ -203,6 +203,13 @@ void zl_state_free(zl_srv *srv);
 enum MHD_Result zl_api_snapshot(zl_req *r, json_t *body, const char *id, const char *tenant);
 int zl_state_restore(zl_req *r, json_t *body, const char *tenant, zl_seq **out, struct zl_snap_info *info);
 void zl_state_seq_free(zl_seq *q);
+/* The server key (NULL: none) and the model fingerprint. */
+const uint8_t *zl_state_key(const zl_srv *srv);
+const uint8_t *zl_state_fingerprint(const zl_srv *srv);
+/* --state-dir (state_dir.c): restore the saved sessions at start (after the
+ * scheduler exists); save every live session at shutdown. */
+int zl_state_dir_load(zl_srv *srv, zl_err *err);
+void zl_state_dir_save(zl_srv *srv);
 /* Per generation request: the tenant, and the session when the request
  * names one (X-Zerolayer-Session header or body field `session`). */
 typedef struct zl_sess_req zl_sess_req;

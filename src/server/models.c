@@ -132,6 +132,7 @@ static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl
     c->o.chat_template = NULL; /* --chat-template(-file) shape the first model's prompts only */
     c->o.chat_template_file = NULL;
     c->o.codec_file = NULL; /* --codec is fitted to the first model */
+    c->o.state_dir = NULL;  /* only the first model's sessions are saved */
     c->o.n_models = 0;
     c->started = (long long)time(NULL);
     snprintf(c->model_id, sizeof c->model_id, "%s", m->id);

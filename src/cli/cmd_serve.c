@@ -79,6 +79,8 @@ static void serve_usage(FILE *f) {
           "  --state-key-file F      seal session snapshots (POST /v1/sessions/{id}/snapshot) with the SHA-256 of F\n"
           "                          (at least 32 random bytes); without it a snapshot needs a passphrase\n"
           "  --codec FILE.zlc        learned state codec for snapshots (zerolayer codec train); must match -m\n"
+          "  --compress-idle S       with --codec: sessions idle for S seconds (default 30) are held coded, rebuilt\n"
+          "                          by their next request; --session-kv-mb counts the code bytes\n"
           "  --state-dir DIR         save every live session there at shutdown (sealed with --state-key-file) and\n"
           "                          restore the unexpired ones at start (same --session-secret-file: same tokens)\n"
           "  --batch-retention S     seconds an ended message batch is kept (default 3600)\n"
@@ -157,7 +159,7 @@ int cmd_serve(int argc, char **argv) {
             i++;
             continue;
         }
-        if (!strcmp(a, "--session-ttl") || !strcmp(a, "--prefill-idle")) {
+        if (!strcmp(a, "--session-ttl") || !strcmp(a, "--prefill-idle") || !strcmp(a, "--compress-idle")) {
             char *end = NULL;
             double d = v ? strtod(v, &end) : 0;
             if (!v || end == v || *end || d <= 0 || d > 1e7) {
@@ -165,6 +167,7 @@ int cmd_serve(int argc, char **argv) {
                 return cli_fail("%s: expected a positive number of seconds, got '%s'", a, v ? v : "");
             }
             if (!strcmp(a, "--session-ttl")) o.session_ttl_s = d;
+            else if (!strcmp(a, "--compress-idle")) o.compress_idle_s = d;
             else o.prefill_idle_s = d;
             i++;
             continue;

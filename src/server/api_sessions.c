@@ -67,11 +67,10 @@ int zl_sessions_setup(zl_srv *srv, zl_err *err) {
         .pcache_bytes = o->prefix_cache_bytes < 0 ? 0 : o->prefix_cache_bytes ? (size_t)o->prefix_cache_bytes : (size_t)256 << 20,
         .pcache_block = 16,
     };
-    int rc = zl_sessions_new(&srv->sessions, &so, err);
-    if (!rc && (rc = zl_state_setup(srv, err))) {
-        zl_sessions_free(srv->sessions);
-        srv->sessions = NULL;
-    }
+    int rc = zl_state_setup(srv, err);
+    if (!rc) rc = zl_state_idle_codec(srv, &so.codec, err);
+    if (!rc) rc = zl_sessions_new(&srv->sessions, &so, err);
+    if (rc) zl_state_free(srv);
     return rc;
 }
 
@@ -573,9 +572,20 @@ void zl_sessions_metrics(zl_srv *srv, zl_buf *o) {
                   "# TYPE zerolayer_sessions_expired_total counter\nzerolayer_sessions_expired_total %llu\n"
                   "# HELP zerolayer_sessions_evicted_total Sessions evicted (KV budget or per-tenant bound).\n"
                   "# TYPE zerolayer_sessions_evicted_total counter\nzerolayer_sessions_evicted_total %llu\n"
-                  "# HELP zerolayer_sessions_kv_bytes KV bytes held by idle sessions.\n"
-                  "# TYPE zerolayer_sessions_kv_bytes gauge\nzerolayer_sessions_kv_bytes %zu\n",
+                  "# HELP zerolayer_sessions_kv_bytes KV bytes held by idle sessions (coded ones: their code).\n"
+                  "# TYPE zerolayer_sessions_kv_bytes gauge\nzerolayer_sessions_kv_bytes %zu\n"
+                  "# HELP zerolayer_sessions_coded Idle sessions held coded (--compress-idle).\n"
+                  "# TYPE zerolayer_sessions_coded gauge\nzerolayer_sessions_coded %d\n"
+                  "# HELP zerolayer_sessions_coded_total Idle sessions coded so far.\n"
+                  "# TYPE zerolayer_sessions_coded_total counter\nzerolayer_sessions_coded_total %llu\n"
+                  "# HELP zerolayer_sessions_decoded_total Coded sessions rebuilt for a request so far.\n"
+                  "# TYPE zerolayer_sessions_decoded_total counter\nzerolayer_sessions_decoded_total %llu\n"
+                  "# HELP zerolayer_codec_encode_seconds_total Time spent coding idle sessions.\n"
+                  "# TYPE zerolayer_codec_encode_seconds_total counter\nzerolayer_codec_encode_seconds_total %.6f\n"
+                  "# HELP zerolayer_codec_decode_seconds_total Time spent rebuilding coded sessions.\n"
+                  "# TYPE zerolayer_codec_decode_seconds_total counter\nzerolayer_codec_decode_seconds_total %.6f\n",
                   (unsigned long long)st.pcache.hit_tokens, (unsigned long long)st.pcache.query_tokens, st.pcache.bytes,
                   st.pcache.entries, st.active, (unsigned long long)st.expired_total,
-                  (unsigned long long)st.evicted_total, st.kv_bytes);
+                  (unsigned long long)st.evicted_total, st.kv_bytes, st.coded, (unsigned long long)st.coded_total,
+                  (unsigned long long)st.decoded_total, st.encode_ms / 1e3, st.decode_ms / 1e3);
 }

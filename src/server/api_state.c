@@ -21,6 +21,7 @@
 #include "../base/err.h"
 #include "../codec/codec.h"
 #include "../codec/fingerprint.h"
+#include "../state/coded.h"
 #include "../state/snapshot.h"
 #include "http.h"
 #include "metrics.h"
@@ -61,6 +62,35 @@ int zl_state_setup(zl_srv *srv, zl_err *err) {
         return rc;
     }
     srv->state = st;
+    return 0;
+}
+
+/* ---------------- idle sessions coded (--compress-idle) ---------------- */
+
+static int idle_encode(void *ud, const zl_seq *seq, uint8_t **out, size_t *bytes) {
+    const zl_codec *c = ud;
+    zl_codec_hist h;
+    if (zl_codec_hist_new(&h, c, NULL)) return ZL_ENOMEM;
+    int rc = zl_coded_pack(c, seq, out, bytes, &h, NULL);
+    if (!rc && h.n_tokens) zl_metrics_state_entropy(zl_codec_hist_entropy(&h, c));
+    zl_codec_hist_free(&h);
+    if (!rc) zl_metrics_codec(*bytes, 0);
+    return rc;
+}
+
+static int idle_decode(void *ud, zl_seq *seq, const uint8_t *in, size_t bytes) {
+    int rc = zl_coded_unpack(ud, seq, in, bytes, NULL);
+    if (!rc) zl_metrics_codec(0, bytes);
+    return rc;
+}
+
+int zl_state_idle_codec(const zl_srv *srv, zl_sessions_codec *out, zl_err *err) {
+    memset(out, 0, sizeof *out);
+    if (srv->o.compress_idle_s > 0 && !srv->state->codec)
+        return zl_errf(err, ZL_EINVAL, "--compress-idle needs --codec FILE.zlc (the codec idle sessions are kept in)");
+    if (!srv->state->codec) return 0;
+    double idle = srv->o.compress_idle_s > 0 ? srv->o.compress_idle_s : 30; /* the default with a codec */
+    *out = (zl_sessions_codec){idle_encode, idle_decode, srv->state->codec, idle};
     return 0;
 }
 

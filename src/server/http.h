@@ -203,6 +203,9 @@ void zl_state_free(zl_srv *srv);
 enum MHD_Result zl_api_snapshot(zl_req *r, json_t *body, const char *id, const char *tenant);
 int zl_state_restore(zl_req *r, json_t *body, const char *tenant, zl_seq **out, struct zl_snap_info *info);
 void zl_state_seq_free(zl_seq *q);
+/* The idle-session coding of the session store (--compress-idle with
+ * --codec; zero when off). */
+int zl_state_idle_codec(const zl_srv *srv, zl_sessions_codec *out, zl_err *err);
 /* The server key (NULL: none) and the model fingerprint. */
 const uint8_t *zl_state_key(const zl_srv *srv);
 const uint8_t *zl_state_fingerprint(const zl_srv *srv);

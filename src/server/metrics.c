@@ -28,6 +28,7 @@ static struct {
     hist duration, ttft, itl, batch;
     long long prompt_tokens, generated_tokens, cancelled;
     long long snapshots[ZL_SNAPM_COUNT], encoded_bytes, decoded_bytes;
+    double state_entropy;
 } M = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .duration = {le_req, NLE(le_req), {0}, 0, 0},
@@ -70,6 +71,10 @@ void zl_metrics_ttft(double s) { LOCKED(observe(&M.ttft, s)); }
 void zl_metrics_inter_token(double s) { LOCKED(observe(&M.itl, s)); }
 void zl_metrics_batch(int n) { LOCKED(observe(&M.batch, n)); }
 void zl_metrics_cancelled(void) { LOCKED(M.cancelled++); }
+void zl_metrics_codec(size_t enc, size_t dec) {
+    LOCKED(M.encoded_bytes += (long long)enc; M.decoded_bytes += (long long)dec);
+}
+void zl_metrics_state_entropy(double bits) { LOCKED(M.state_entropy = bits); }
 void zl_metrics_snapshot(zl_snapm result, size_t enc, size_t dec) {
     LOCKED(M.snapshots[result]++; M.encoded_bytes += (long long)enc; M.decoded_bytes += (long long)dec);
 }
@@ -116,10 +121,13 @@ void zl_metrics_render(zl_buf *o, zl_sched *s) {
                    "# TYPE zerolayer_state_snapshots_total counter\n");
     for (int i = 0; i < ZL_SNAPM_COUNT; i++)
         zl_buf_printf(o, "zerolayer_state_snapshots_total{result=\"%s\"} %lld\n", snap[i], M.snapshots[i]);
-    render_scalar(o, "zerolayer_codec_encoded_bytes_total", "counter", "Bytes of session state sealed into snapshots.",
+    render_scalar(o, "zerolayer_codec_encoded_bytes_total", "counter", "Bytes of state coded: snapshots sealed and idle sessions coded.",
                   (double)M.encoded_bytes);
-    render_scalar(o, "zerolayer_codec_decoded_bytes_total", "counter", "Bytes of snapshots opened into sessions.",
-                  (double)M.decoded_bytes);
+    render_scalar(o, "zerolayer_codec_decoded_bytes_total", "counter",
+                  "Bytes of state opened: snapshots restored and coded idle sessions rebuilt.", (double)M.decoded_bytes);
+    render_scalar(o, "zerolayer_state_entropy_bits", "gauge",
+                  "Empirical entropy of the last coded idle state's coefficients, bits per K/V element.",
+                  M.state_entropy);
     pthread_mutex_unlock(&M.mu);
     render_scalar(o, "zerolayer_requests_running", "gauge", "Sequences being generated.", st.running);
     render_scalar(o, "zerolayer_requests_waiting", "gauge", "Requests queued for a sequence slot.", st.waiting);

@@ -18,6 +18,11 @@ void zl_metrics_cancelled(void);
 typedef enum { ZL_SNAPM_EXPORTED, ZL_SNAPM_RESTORED, ZL_SNAPM_INVALID, ZL_SNAPM_FORBIDDEN, ZL_SNAPM_MISMATCH,
                ZL_SNAPM_COUNT } zl_snapm;
 void zl_metrics_snapshot(zl_snapm result, size_t encoded_bytes, size_t decoded_bytes);
+/* Idle sessions coded with the learned codec (bytes produced / read), and
+ * the empirical entropy of the last coded state's coefficients (bits per
+ * K/V element: the state-health gauge). */
+void zl_metrics_codec(size_t encoded_bytes, size_t decoded_bytes);
+void zl_metrics_state_entropy(double bits);
 /* Append the exposition text (version 0.0.4) to out. */
 void zl_metrics_render(zl_buf *out, zl_sched *s);
 

@@ -22,6 +22,7 @@
 
 #include "../base/err.h"
 #include "../base/f16.h"
+#include "rows.h"
 #include "snapshot.h"
 
 #define SNAP_VERSION 1
@@ -82,59 +83,6 @@ size_t zl_snap_size(zl_kv_shape sh, const zl_codec *c, int n_tokens, size_t hist
     return ZL_SNAP_HEADER + payload_bytes(sh, c, n_tokens, history_len, 2) + ZL_SNAP_TAG;
 }
 
-static const zl_state_part k_parts[2] = {ZL_STATE_K, ZL_STATE_V};
-
-/* 1 when every cached value of positions [0, n) is an f16 value. */
-static int all_f16(const zl_seq *s, zl_kv_shape sh, int n, float *row, zl_err *err, int *rc) {
-    int d = sh.n_kv_heads * sh.head_dim;
-    for (int l = 0; l < sh.n_layers; l++)
-        for (int p = 0; p < 2; p++)
-            for (int i = 0; i < n; i++) {
-                if ((*rc = zl_seq_kv_read(s, l, k_parts[p], i, 1, row, err))) return 0;
-                for (int j = 0; j < d; j++)
-                    if (zl_f16_to_f32(zl_f32_to_f16(row[j])) != row[j]) return 0;
-            }
-    return 1;
-}
-
-/* Rows of positions [0, n) of every layer, K then V, into out as f16 (elt 2) or f32. */
-static int put_rows(const zl_seq *s, zl_kv_shape sh, int n, int elt, uint8_t *out, float *row, zl_err *err) {
-    int d = sh.n_kv_heads * sh.head_dim;
-    for (int l = 0; l < sh.n_layers; l++)
-        for (int p = 0; p < 2; p++)
-            for (int i = 0; i < n; i++) {
-                int rc = zl_seq_kv_read(s, l, k_parts[p], i, 1, row, err);
-                if (rc) return rc;
-                if (elt == 4) memcpy(out, row, (size_t)d * 4);
-                else
-                    for (int j = 0; j < d; j++) {
-                        zl_f16 h = zl_f32_to_f16(row[j]);
-                        memcpy(out + 2 * j, &h, 2);
-                    }
-                out += (size_t)d * elt;
-            }
-    return 0;
-}
-
-static int get_rows(zl_seq *s, zl_kv_shape sh, int n, int elt, const uint8_t *in, float *row, zl_err *err) {
-    int d = sh.n_kv_heads * sh.head_dim;
-    for (int l = 0; l < sh.n_layers; l++)
-        for (int p = 0; p < 2; p++)
-            for (int i = 0; i < n; i++) {
-                if (elt == 4) memcpy(row, in, (size_t)d * 4);
-                else
-                    for (int j = 0; j < d; j++) {
-                        zl_f16 h;
-                        memcpy(&h, in + 2 * j, 2);
-                        row[j] = zl_f16_to_f32(h);
-                    }
-                int rc = zl_seq_kv_write(s, l, k_parts[p], i, 1, row, err);
-                if (rc) return rc;
-                in += (size_t)d * elt;
-            }
-    return 0;
-}
-
 zl_snap_result zl_snap_export(const zl_seq *s, const zl_snap_export_opts *o, uint8_t **blob, size_t *len,
                               zl_err *err) {
     *blob = NULL;
@@ -154,7 +102,7 @@ zl_snap_result zl_snap_export(const zl_seq *s, const zl_snap_export_opts *o, uin
     int d = sh.n_kv_heads * sh.head_dim, rc = 0;
     float *row = malloc((size_t)d * sizeof *row);
     if (!row) { zl_errf(err, ZL_ENOMEM, "out of memory"); return ZL_SNAP_INVALID; }
-    int elt = c || all_f16(s, sh, n, row, err, &rc) ? 2 : 4;
+    int elt = c || zl_rows_all_f16(s, sh, n, row, err, &rc) ? 2 : 4;
     if (rc) { free(row); return ZL_SNAP_INVALID; }
     size_t hist = o->history ? o->history_len : 0, pl = payload_bytes(sh, c, n, hist, elt);
     size_t total = ZL_SNAP_HEADER + pl + ZL_SNAP_TAG;
@@ -175,10 +123,10 @@ zl_snap_result zl_snap_export(const zl_seq *s, const zl_snap_export_opts *o, uin
     if (hist) memcpy(plain + PAYLOAD_HEAD + 4 * (size_t)n, o->history, hist);
     uint8_t *rows = plain + PAYLOAD_HEAD + 4 * (size_t)n + hist;
     if (!c) {
-        rc = put_rows(s, sh, n, elt, rows, row, err);
+        rc = zl_rows_put(s, sh, n, elt, rows, row, err);
     } else {
         int ns = n < c->n_sink ? n : c->n_sink;
-        rc = put_rows(s, sh, ns, 2, rows, row, err);
+        rc = zl_rows_put(s, sh, ns, 2, rows, row, err);
         if (!rc && n > ns) rc = zl_codec_encode(c, s, ns, n - ns, rows + rows_bytes(sh, ns, 2), NULL, err);
     }
     /* header */
@@ -299,10 +247,10 @@ zl_snap_result zl_snap_import(zl_seq *s, const uint8_t *blob, size_t len, const 
         if (!rc) rc = zl_seq_adopt(s, toks, (int)n, err);
         free(toks);
         const uint8_t *rows = plain + PAYLOAD_HEAD + 4 * (size_t)n + hist;
-        if (!rc && !learned) rc = get_rows(s, sh, (int)n, elt, rows, row, err);
+        if (!rc && !learned) rc = zl_rows_get(s, sh, (int)n, elt, rows, row, err);
         if (!rc && learned) {
             int ns = (int)n < o->codec->n_sink ? (int)n : o->codec->n_sink;
-            rc = get_rows(s, sh, ns, 2, rows, row, err);
+            rc = zl_rows_get(s, sh, ns, 2, rows, row, err);
             if (!rc && (int)n > ns) rc = zl_codec_decode(o->codec, s, ns, (int)n - ns, rows + rows_bytes(sh, ns, 2), err);
         }
         if (!rc && hist) {

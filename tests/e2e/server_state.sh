@@ -35,11 +35,16 @@ zl_serve_start -m "$OTHER" --state-key-file "$T/key" --ctx 512 || exit 1
 URL_B=$URL; SRV_B=$SRV
 zl_serve_start -m "$MODEL" --ctx 512 || exit 1
 URL_C=$URL; SRV_C=$SRV
-trap 'kill $SRV_A $SRV_B $SRV_C 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+zl_serve_start -m "$MODEL" --ctx 512 --codec "$T/c.zlc" --compress-idle 0.3 --state-key-file "$T/key" || exit 1
+URL_D=$URL; SRV_D=$SRV
+trap 'kill $SRV_A $SRV_B $SRV_C $SRV_D 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+"$BIN" serve -m "$MODEL" --port 0 --compress-idle 5 2>"$T/ci.err" >/dev/null
+[ $? != 0 ] && grep -q "^zerolayer: .*--compress-idle needs --codec" "$T/ci.err" || { echo "FAIL --compress-idle without --codec: $(cat "$T/ci.err")"; exit 1; }
+echo "ok   --compress-idle without --codec: $(cat "$T/ci.err")"
 
-python3 - "$URL_A" "$URL_B" "$URL_C" <<'PY'
-import base64, json, sys, urllib.request, urllib.error
-A, B, C = sys.argv[1:4]
+python3 - "$URL_A" "$URL_B" "$URL_C" "$URL_D" <<'PY'
+import base64, json, sys, time, urllib.request, urllib.error
+A, B, C, D = sys.argv[1:5]
 fails = 0
 
 def check(ok, what):
@@ -178,6 +183,27 @@ st, j = snapshot(C, cs)
 check(st == 400 and code(j)[1] == 'passphrase', 'no key and no passphrase: 400 naming passphrase (%s)' % j)
 st, j = snapshot(C, cs, codec='learned', passphrase='x')
 check(st == 400 and code(j)[1] == 'codec', 'learned without --codec: 400')
+
+# ---- idle sessions held coded (server D: --compress-idle 0.3)
+def metrics(url):
+    with urllib.request.urlopen(url + '/metrics') as f:
+        return {l.split()[0]: float(l.split()[1]) for l in f.read().decode().splitlines() if l and l[0] != '#'}
+st, d = session(D, 'alice')
+td1, _ = complete(D, p1, d['token'])
+time.sleep(1.5)
+st, info = req(D, '/v1/sessions/' + d['id'], None, d['token'], 'GET', 'alice')
+n = info['cached_tokens']
+md = metrics(D)
+check(md.get('zerolayer_sessions_coded') == 1 and info['kv_bytes'] == 4 + 4 * n + 4 * 640 + (n - 4) * 160,
+      'an idle session is held coded: %d bytes for %d tokens (exact rows: %d)' % (info['kv_bytes'], n, 640 * n))
+check(md.get('zerolayer_state_entropy_bits', 0) > 0 and md.get('zerolayer_codec_encoded_bytes_total') == info['kv_bytes'],
+      'entropy gauge %.3f bits per element, encoded bytes counted' % md.get('zerolayer_state_entropy_bits', 0))
+st, snd = snapshot(D, d, codec='exact')
+check(st == 200 and snd['tokens'] == n, 'a coded session snapshots (rebuilt from its code)')
+td2, cached = complete(D, p1 + td1 + p2, d['token'])
+md = metrics(D)
+check(cached >= n - 1 and md.get('zerolayer_sessions_decoded_total') == 1 and md.get('zerolayer_sessions_coded') == 0,
+      'its next request rebuilds it and reuses the cache (%d cached): %r' % (cached, td2))
 
 # ---- metrics
 with urllib.request.urlopen(A + '/metrics') as f:

@@ -46,7 +46,10 @@ int zl_coded_unpack(const zl_codec *c, zl_seq *s, const uint8_t *in, size_t len,
     int ns = (int)n < c->n_sink ? (int)n : c->n_sink;
     if (len < 4 || n > len / 4 ||
         len != 4 + 4 * (size_t)n + sink_bytes(sh, ns) + (size_t)(n - (uint32_t)ns) * zl_codec_token_bytes(c))
+    {
+        zl_seq_truncate(s, 0);
         return zl_errf(err, ZL_EFORMAT, "coded state of %zu bytes does not match its %u tokens", len, n);
+    }
     int32_t *toks = malloc(4 * (size_t)n + 4);
     float *row = malloc((size_t)sh.n_kv_heads * sh.head_dim * sizeof *row);
     int rc = toks && row ? 0 : zl_errf(err, ZL_ENOMEM, "out of memory");

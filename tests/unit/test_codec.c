@@ -14,6 +14,7 @@
 
 #include "codec/codec.h"
 #include "codec/fingerprint.h"
+#include "state/coded.h"
 #include "zerolayer.h"
 
 #define MODEL ZL_ROOT "/models/stories260K.gguf"
@@ -327,5 +328,46 @@ Test(codec, malformed_files_are_refused_precisely) {
 #undef FRESH
     free(b);
     free(good);
+    zl_codec_free(c);
+}
+
+Test(codec, a_packed_state_rebuilds_the_sequence) {
+    zl_codec *c = fit(0.125);
+    zl_kv_shape sh = zl_llm_kv_shape(g_llm);
+    int n = 150, d = sh.n_kv_heads * sh.head_dim;
+    zl_seq *a = fed(n), *b;
+    zl_seq_opts so = {512, ZL_KV_F16, zl_sampling_defaults()};
+    cr_assert_eq(zl_seq_new(&b, g_llm, &so, NULL), 0);
+    uint8_t *buf;
+    size_t len;
+    zl_err err = {0};
+    cr_assert_eq(zl_coded_pack(c, a, &buf, &len, NULL, &err), 0, "%s", err.msg);
+    size_t want = 4 + 4 * (size_t)n + (size_t)sh.n_layers * 2 * ZL_CODEC_SINKS * d * 2 +
+                  (size_t)(n - ZL_CODEC_SINKS) * zl_codec_token_bytes(c);
+    cr_assert_eq(len, want);
+    cr_assert_eq(zl_coded_unpack(c, b, buf, len, &err), 0, "%s", err.msg);
+    cr_assert_eq(zl_seq_n_past(b), n);
+    int nt;
+    cr_assert_eq(memcmp(zl_seq_tokens(a, &nt), zl_seq_tokens(b, &nt), 4 * (size_t)n), 0);
+    /* sinks exact; the rest what coding a in place gives */
+    cr_assert_eq(zl_codec_encode(c, a, ZL_CODEC_SINKS, n - ZL_CODEC_SINKS, buf + len - (size_t)(n - ZL_CODEC_SINKS) *
+                                 zl_codec_token_bytes(c), NULL, NULL), 0);
+    cr_assert_eq(zl_codec_decode(c, a, ZL_CODEC_SINKS, n - ZL_CODEC_SINKS, buf + len - (size_t)(n - ZL_CODEC_SINKS) *
+                                 zl_codec_token_bytes(c), NULL), 0);
+    float *ra = malloc(sizeof(float) * d * n), *rb = malloc(sizeof(float) * d * n);
+    for (int l = 0; l < sh.n_layers; l++)
+        for (int p = 0; p < 2; p++) {
+            zl_state_part part = p ? ZL_STATE_V : ZL_STATE_K;
+            cr_assert_eq(zl_seq_kv_read(a, l, part, 0, n, ra, NULL), 0);
+            cr_assert_eq(zl_seq_kv_read(b, l, part, 0, n, rb, NULL), 0);
+            cr_assert_eq(memcmp(ra, rb, sizeof(float) * d * n), 0, "layer %d part %d", l, p);
+        }
+    /* a damaged length is refused and leaves nothing */
+    cr_assert_neq(zl_coded_unpack(c, b, buf, len - 1, &err), 0);
+    cr_assert(strstr(err.msg, "does not match"), "%s", err.msg);
+    cr_assert_eq(zl_seq_n_past(b), 0);
+    free(ra); free(rb); free(buf);
+    zl_seq_free(a);
+    zl_seq_free(b);
     zl_codec_free(c);
 }

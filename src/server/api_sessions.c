@@ -29,7 +29,7 @@
 
 #include "../base/err.h"
 #include "../state/snapshot.h"
-#include "http.h"
+#include "pipeline.h"
 
 struct zl_sess_req {
     zl_srv *srv;
@@ -392,7 +392,9 @@ static enum MHD_Result sess_prefill_prompt(zl_req *r, json_t *p, const char *id,
     } else {
         return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt: expected a string or an array of token ids");
     }
-    enum MHD_Result ret = zl_prompt_check(r, ids, n, 0, "prompt") ? MHD_YES : prefill_run(r, ids, n, id, tenant);
+    zl_verr e = {{0}, {0}};
+    int rc = zl_pipeline_prompt_limit(r->srv, 0, n, "prompt", &e);
+    enum MHD_Result ret = rc ? zl_reply_verr(r, rc, &e) : prefill_run(r, ids, n, id, tenant);
     free(ids);
     return ret;
 }
@@ -440,8 +442,14 @@ static enum MHD_Result sess_prefill(zl_req *r, json_t *b, const char *id, const 
     int32_t *ids = NULL;
     size_t n_ids = 0;
     enum MHD_Result ret = MHD_YES;
-    if (zl_sess_merge(&c, r, m, k, &all, &n_all) || zl_chat_tokens(r, all, n_all, &ids, &n_ids)) goto out;
-    if (zl_prompt_check(r, ids, n_ids, 0, "messages")) goto out;
+    zl_verr e = {{0}, {0}};
+    int rc = 0;
+    if (zl_sess_merge(&c, r, m, k, &all, &n_all)) goto out;
+    if ((rc = zl_pipeline_chat_tokens(srv, NULL, all, n_all, &ids, NULL, &n_ids, &e)) ||
+        (rc = zl_pipeline_prompt_limit(srv, 0, n_ids, "messages", &e))) {
+        ret = zl_reply_verr(r, rc, &e);
+        goto out;
+    }
     ret = prefill_run(r, ids, n_ids, id, tenant);
 out:
     free(ids);

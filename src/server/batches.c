@@ -81,30 +81,34 @@ static void *batch_main(void *arg) {
     zl_srv *srv = b->srv;
     struct zl_batches *bs = srv->batches;
     zl_gen **gens = calloc((size_t)b->n, sizeof *gens);
-    zl_ant_req *reqs = calloc((size_t)b->n, sizeof *reqs);
+    zl_request *reqs = calloc((size_t)b->n, sizeof *reqs);
+    zl_prepared *preps = calloc((size_t)b->n, sizeof *preps);
     int next = 0, in_flight = 0, done = 0;
-    while (gens && reqs && done < b->n) {
+    while (gens && reqs && preps && done < b->n) {
         unsigned long long seen = zl_sched_progress(srv->sched); /* before reading: no lost wake-up */
         int cancel = atomic_load(&b->cancel);
         /* start what the queue takes */
         while (!cancel && next < b->n) {
             zl_verr e = {{0}, {0}};
-            zl_ant_req *q = &reqs[next];
-            if (zl_ant_parse(srv, b->params[next], 0, q, &e) < 0 || zl_ant_tokens(srv, q, &e) < 0) {
+            zl_request *q = &reqs[next];
+            int rc = zl_ant_parse(b->params[next], 0, q, &e);
+            if (!rc) rc = zl_pipeline_prepare(srv, NULL, q, NULL, 0, &preps[next], &e);
+            if (rc) {
                 pthread_mutex_lock(&bs->mu);
-                set_result(b, next, err_result("invalid_request_error", e.msg));
+                set_result(b, next, err_result(rc == -2 ? "api_error" : "invalid_request_error", e.msg));
                 pthread_mutex_unlock(&bs->mu);
-                zl_ant_free(q);
+                zl_prepared_free(&preps[next]);
+                zl_request_free(q);
                 next++;
                 done++;
                 continue;
             }
             int busy = 0;
-            int32_t *pp = q->ids;
-            gens[next] = zl_gen_start(srv->sched, &pp, &q->n_ids, 1, &q->gp, zl_now_ms(), &busy);
+            gens[next] = zl_pipeline_submit(srv->sched, &preps[next], zl_now_ms(), &busy);
             if (!gens[next]) {
-                zl_ant_free(q);
-                if (busy) break; /* queue full: try again after some finish */
+                zl_prepared_free(&preps[next]);
+                zl_request_free(q);
+                if (busy) break; /* queue full: parsed again after some finish */
                 pthread_mutex_lock(&bs->mu);
                 set_result(b, next, err_result("api_error", "out of memory"));
                 pthread_mutex_unlock(&bs->mu);
@@ -133,17 +137,17 @@ static void *batch_main(void *arg) {
             else if (g->ch[0].end == ZL_GEN_ERROR || g->ch[0].end == ZL_GEN_CANCEL)
                 res = err_result("api_error", "generation failed");
             else {
-                char id[64];
-                zl_rand_id(id, sizeof id, "msg_");
-                zl_gen_timing t;
-                zl_gen_timing_get(g, &t);
-                res = json_pack("{s:s, s:o}", "type", "succeeded", "message", zl_ant_message_json(&reqs[i], g, id, &t));
+                zl_result rs;
+                zl_result_init(&rs, &reqs[i], &preps[i], g, &zl_ant_emitter, reqs[i].model);
+                zl_result_finish(&rs);
+                res = json_pack("{s:s, s:o}", "type", "succeeded", "message", zl_ant_emitter.body(&rs));
             }
             pthread_mutex_lock(&bs->mu);
             set_result(b, i, res);
             pthread_mutex_unlock(&bs->mu);
             zl_gen_free(g);
-            zl_ant_free(&reqs[i]);
+            zl_prepared_free(&preps[i]);
+            zl_request_free(&reqs[i]);
             gens[i] = NULL;
             in_flight--;
             done++;
@@ -158,6 +162,7 @@ static void *batch_main(void *arg) {
     pthread_mutex_unlock(&bs->mu);
     free(gens);
     free(reqs);
+    free(preps);
     return NULL;
 }
 

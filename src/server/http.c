@@ -311,38 +311,6 @@ void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap) {
              t->prep_ms, t->queue_ms, t->prefill_ms, t->decode_ms, t->kv_ms, t->sample_ms);
 }
 
-int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, const char *param) {
-    (void)ids;
-    int n_ctx = zl_sched_n_ctx(r->srv->sched);
-    if (n == 0) {
-        zl_reply_error(r, ZL_E_INVALID, param, "%s: the prompt is empty (0 tokens)", param);
-        return -1;
-    }
-    if (!r->ctl.bounded && (long long)n + 1 > n_ctx) {
-        zl_reply_error(r, ZL_E_INVALID, param,
-                       "%s: the prompt has %zu tokens but the context holds %d (at most %d prompt tokens)", param, n,
-                       n_ctx, n_ctx - 1);
-        return -1;
-    }
-    (void)max_tokens;
-    return 0;
-}
-
-enum MHD_Result zl_reply_tpl_error(zl_req *r, const zl_err *err) {
-    if (err->code == ZL_ENOMEM) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-    return zl_reply_error(r, ZL_E_INVALID, "messages", "messages: chat template: %s", err->msg);
-}
-
-int zl_chat_tokens(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids) {
-    zl_err err = {0};
-    char *text = zl_chat_fmt_render(&r->srv->tpl, msgs, n, &err);
-    if (!text) { zl_reply_tpl_error(r, &err); return -1; }
-    int rc = zl_llm_tokenize(r->srv->llm, text, strlen(text), 1, zl_chat_fmt_parse_special(&r->srv->tpl), ids, n_ids, &err);
-    free(text);
-    if (rc) { zl_reply_error(r, ZL_E_INVALID, "messages", "messages: %s", err.msg); return -1; }
-    return 0;
-}
-
 /* ---------------- ring / KV controls ---------------- */
 
 static int ctl_onoff(const char *v, int *on) {
@@ -502,73 +470,6 @@ int zl_ctl_parse(zl_req *r, json_t *b, zl_verr *e) {
     return 0;
 }
 
-int zl_ctl_tokenize(zl_req *r, const char *text, int parse_special, const char *param, int32_t **ids, uint8_t **mask,
-                    size_t *n) {
-    zl_err err = {0};
-    *mask = NULL;
-    if (!r->ctl.bounded) {
-        if (zl_llm_tokenize(r->srv->llm, text, strlen(text), 1, parse_special, ids, n, &err)) {
-            zl_reply_error(r, ZL_E_INVALID, param, "%s: %s", param, err.msg);
-            return -1;
-        }
-        return 0;
-    }
-    /* mark the bytes of every occurrence of every anchor, then wrap the
-     * marked runs in anchor markers */
-    size_t len = strlen(text);
-    json_t *an = r->ctl.anchors;
-    uint8_t *m = calloc(len + 1, 1);
-    zl_buf b = {0};
-    if (!m) { zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
-    size_t i;
-    json_t *a;
-    json_array_foreach(an, i, a) {
-        const char *s = json_string_value(a);
-        size_t sl = json_string_length(a);
-        int found = 0;
-        for (const char *p = text; (p = memmem(p, len - (size_t)(p - text), s, sl)); p += sl) {
-            memset(m + (p - text), 1, sl);
-            found = 1;
-        }
-        if (!found) {
-            free(m);
-            zl_reply_error(r, ZL_E_INVALID, "zerolayer.anchors", "zerolayer.anchors[%zu]: not found in the prompt", i);
-            return -1;
-        }
-    }
-    for (size_t k = 0; k < len; k++) {
-        if (m[k] && (k == 0 || !m[k - 1])) zl_buf_puts(&b, "<|anchor_start|>");
-        zl_buf_put(&b, text + k, 1);
-        if (m[k] && !m[k + 1]) zl_buf_puts(&b, "<|anchor_end|>");
-    }
-    zl_buf_put(&b, "", 0);
-    free(m);
-    if (b.oom || !b.p) {
-        zl_buf_free(&b);
-        if (!len) return zl_llm_tokenize(r->srv->llm, "", 0, 1, parse_special, ids, n, &err) ? -1 : 0;
-        zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-        return -1;
-    }
-    int rc = zl_llm_tokenize_anchored(r->srv->llm, b.p, b.n, 1, parse_special, ids, mask, n, &err);
-    zl_buf_free(&b);
-    if (rc) {
-        zl_reply_error(r, ZL_E_INVALID, param, "%s: %s", param, err.msg);
-        return -1;
-    }
-    return 0;
-}
-
-int zl_chat_tokens_ctl(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, uint8_t **mask, size_t *n_ids) {
-    *mask = NULL;
-    if (!r->ctl.bounded) return zl_chat_tokens(r, msgs, n, ids, n_ids);
-    zl_err err = {0};
-    char *text = zl_chat_fmt_render(&r->srv->tpl, msgs, n, &err);
-    if (!text) { zl_reply_tpl_error(r, &err); return -1; }
-    int rc = zl_ctl_tokenize(r, text, zl_chat_fmt_parse_special(&r->srv->tpl), "messages", ids, mask, n_ids);
-    free(text);
-    return rc;
-}
-
 /* ---------------- routing ---------------- */
 
 static int auth_ok(zl_req *r) {
@@ -660,15 +561,13 @@ static enum MHD_Result dispatch(zl_req *r, const char *method) {
         return zl_api_health(r);
     }
     if (!strcmp(u, "/v1/preheat")) return zl_api_preheat(r);
-    if (r->stream_buffer < 0 && (strstr(u, "completions") || !strcmp(u, "/v1/messages")))
-        return zl_reply_error(r, ZL_E_INVALID, "X-Zerolayer-Stream-Buffer",
-                              "X-Zerolayer-Stream-Buffer: expected a token count >= 0, got '%.64s'",
-                              MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-Stream-Buffer"));
     zl_verr ve = {{0}, {0}};
     json_t *body = zl_json_parse_body(r->body.p, r->body.n, &ve);
     if (!body) return zl_reply_error(r, ZL_E_INVALID, ve.param, "%s", ve.msg);
     enum MHD_Result ret;
-    if (strcmp(u, "/v1/messages/batches") && zl_models_select(r, body, &ret)) { /* batches run on the first model */
+    /* generations select their model in the pipeline; batches run on the first model */
+    int generation = strstr(u, "completions") || !strcmp(u, "/v1/messages");
+    if (!generation && strcmp(u, "/v1/messages/batches") && zl_models_select(r, body, &ret)) {
         json_decref(body);
         return ret;
     }

@@ -117,10 +117,6 @@ void zl_rand_id(char *out, size_t cap, const char *prefix);
 uint64_t zl_rand_seed(void);
 json_t *zl_timings_json(const zl_gen_timing *t);
 void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap);
-/* Tokenize a prompt for generation; on failure replies 400 and returns -1.
- * Under a bounded KV policy (r->ctl) a prompt may exceed the context. */
-int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, const char *param);
-
 /* Ring / KV controls of a generation request into r->ctl: headers
  * X-Zerolayer-Validation (on|off), X-Zerolayer-Ring (1..16),
  * X-Zerolayer-KV-Policy (full|window|anchor), X-Zerolayer-KV-Budget (tokens,
@@ -129,16 +125,6 @@ int zl_prompt_check(zl_req *r, const int32_t *ids, size_t n, int max_tokens, con
  * kv_policy, kv_budget, compute) plus anchors (strings of the prompt that are
  * never evicted).  Returns 0, or -1 with e naming the header or field. */
 int zl_ctl_parse(zl_req *r, json_t *body, zl_verr *e);
-/* Tokenize prompt text for generation under r->ctl.  Under a bounded policy
- * the spans in zerolayer.anchors are wrapped in <|anchor_start|>...
- * <|anchor_end|> and the text goes through zl_llm_tokenize_anchored (*mask
- * gets one flag per token); otherwise plain tokenization and *mask = NULL.
- * Returns 0, or replies 400/500 and returns -1. */
-int zl_ctl_tokenize(zl_req *r, const char *text, int parse_special, const char *param, int32_t **ids, uint8_t **mask,
-                    size_t *n);
-/* zl_chat_tokens under r->ctl (anchors, see zl_ctl_tokenize). */
-int zl_chat_tokens_ctl(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, uint8_t **mask, size_t *n_ids);
-
 /* Route handlers. */
 enum MHD_Result zl_api_chat(zl_req *r, json_t *body);
 enum MHD_Result zl_api_completions(zl_req *r, json_t *body);
@@ -228,11 +214,5 @@ int zl_sess_merge(zl_sess_req *c, zl_req *r, const zl_chat_msg *msgs, int n, zl_
 void zl_sess_params(zl_sess_req *c, zl_gen_params *gp);
 /* End without a generation (an error reply came first). */
 void zl_sess_close(zl_sess_req *c);
-
-/* Shared by OpenAI chat and Anthropic messages: render + tokenize a
- * conversation.  msgs/n from the adapter; returns 0 or replies 400/500. */
-int zl_chat_tokens(zl_req *r, const zl_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids);
-/* A chat-template render failure as the reply: 400 with the template's message (500 for OOM). */
-enum MHD_Result zl_reply_tpl_error(zl_req *r, const zl_err *err);
 
 #endif

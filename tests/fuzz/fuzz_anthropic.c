@@ -1,8 +1,8 @@
 /* fuzz_anthropic.c — libFuzzer target: a request body of the Anthropic
  * Messages API through the server's own parsing: zl_json_parse_body (size,
  * UTF-8, JSON), zl_ant_parse (every field's validation; count_tokens and
- * messages forms) and zl_ant_tokens (the chat template render and the
- * tokenizer), on the bundled stories260K model.  The first byte picks the
+ * messages forms) and the pipeline's preparation (the chat template render,
+ * the tokenizer and the limits: zl_pipeline_count / zl_pipeline_prepare), on the bundled stories260K model.  The first byte picks the
  * form; the rest is the body.  Bad bodies must be clean 400s, never crashes. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,10 +36,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     zl_verr e = {{0}, {0}};
     json_t *body = zl_json_parse_body((const char *)data + 1, size - 1, &e);
     if (!body) return 0;
-    zl_ant_req q;
+    zl_request q;
+    zl_prepared p;
     memset(&e, 0, sizeof e);
-    if (json_is_object(body) && zl_ant_parse(&srv, body, count_only, &q, &e) == 0) zl_ant_tokens(&srv, &q, &e);
-    if (json_is_object(body)) zl_ant_free(&q);
+    memset(&p, 0, sizeof p);
+    if (json_is_object(body) && zl_ant_parse(body, count_only, &q, &e) == 0) {
+        if (count_only) zl_pipeline_count(&srv, &q, &p, &e);
+        else zl_pipeline_prepare(&srv, NULL, &q, NULL, 0, &p, &e);
+    }
+    zl_prepared_free(&p);
+    if (json_is_object(body)) zl_request_free(&q);
     json_decref(body);
     return 0;
 }

@@ -1,0 +1,453 @@
+/* pipeline.c — every generation request's path after its adapter parsed it
+ * (pipeline.h): model, controls, session, template, tokens, limits, submit,
+ * stream or body, errors.  It owns no wire format: what goes out is written
+ * by the request's emitter; errors go out through zl_reply_error in the
+ * caller's API shape.  It must never parse an API's body fields. */
+#include "pipeline.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PIPE_OOM(e) (zl_verr_set((e), "", "out of memory"), -2)
+
+/* ---------------- requests and results ---------------- */
+
+void zl_request_init(zl_request *q, zl_req_kind kind, json_t *body) {
+    memset(q, 0, sizeof *q);
+    q->kind = kind;
+    q->body = body;
+    q->n = 1;
+    q->n_logprobs = -1;
+    q->sampling = zl_oai_sampling_defaults();
+}
+
+void zl_request_free(zl_request *q) {
+    for (int i = 0; q->msgs && i < q->n_msgs; i++) zl_buf_free(&q->msgs[i].text);
+    free(q->msgs);
+    free(q->bias);
+    zl_buf_free(&q->system);
+    memset(q, 0, sizeof *q);
+}
+
+zl_buf *zl_request_add_msg(zl_request *q, const char *role) {
+    zl_request_msg *m = realloc(q->msgs, (size_t)(q->n_msgs + 1) * sizeof *m);
+    if (!m) return NULL;
+    q->msgs = m;
+    m[q->n_msgs] = (zl_request_msg){role, {0}};
+    return &m[q->n_msgs++].text;
+}
+
+void zl_result_init(zl_result *res, const zl_request *q, const zl_prepared *p, zl_gen *g, const zl_emitter *em,
+                    const char *model) {
+    memset(res, 0, sizeof *res);
+    res->g = g;
+    res->kind = q->kind;
+    zl_rand_id(res->id, sizeof res->id, em->id_prefix);
+    snprintf(res->model, sizeof res->model, "%s", model);
+    res->created = (long long)time(NULL);
+    res->n = p->n;
+    res->n_per_prompt = p->n_per_prompt;
+    res->include_usage = q->include_usage;
+    res->logprobs = q->n_logprobs >= 0;
+    res->n_user_stops = p->n_user_stops;
+    res->prompt_tokens = p->n_ids[0];
+}
+
+void zl_result_finish(zl_result *res) {
+    zl_gen_timing_get(res->g, &res->timing);
+    /* the same prompt sampled n times is one prompt for billing purposes */
+    res->timing.prompt_tokens /= res->n_per_prompt > 0 ? res->n_per_prompt : 1;
+    for (int i = 0; i < res->n; i++) res->failed |= res->g->ch[i].end == ZL_GEN_ERROR;
+}
+
+static const char *user_stop(const zl_result *res, const zl_gen_choice *c) {
+    if (c->end == ZL_GEN_STOP && c->stop_index >= 0 && c->stop_index < res->n_user_stops)
+        return res->g->stops[c->stop_index]; /* the gen's copy: the body is gone while a stream runs */
+    return NULL;
+}
+
+void zl_result_choice(const zl_result *res, int i, zl_event *ev) {
+    const zl_gen_choice *c = &res->g->ch[i];
+    *ev = (zl_event){i, c->text.p ? c->text.p : "", c->text.n, c->toks, c->n_toks, c->end, user_stop(res, c)};
+}
+
+/* ---------------- tokens and limits ---------------- */
+
+int zl_pipeline_prompt_limit(zl_srv *srv, int bounded, size_t n, const char *param, zl_verr *e) {
+    int n_ctx = zl_sched_n_ctx(srv->sched);
+    if (n == 0) return zl_verr_set(e, param, "%s: the prompt is empty (0 tokens)", param);
+    if (!bounded && (long long)n + 1 > n_ctx)
+        return zl_verr_set(e, param, "%s: prompt is too long: %zu tokens, but the context holds %d (at most %d prompt tokens)",
+                           param, n, n_ctx, n_ctx - 1);
+    return 0;
+}
+
+/* Under a bounded policy with anchors: every occurrence of every anchor
+ * string wrapped in <|anchor_start|>...<|anchor_end|>, tokenized with one
+ * anchor flag per token. */
+static int tokenize_anchored(zl_srv *srv, json_t *anchors, const char *text, size_t len, int parse_special,
+                             const char *param, int32_t **ids, uint8_t **mask, size_t *n, zl_verr *e) {
+    uint8_t *m = calloc(len + 1, 1);
+    zl_buf b = {0};
+    if (!m) return PIPE_OOM(e);
+    size_t i;
+    json_t *a;
+    json_array_foreach(anchors, i, a) {
+        const char *s = json_string_value(a);
+        size_t sl = json_string_length(a);
+        int found = 0;
+        for (const char *p = text; (p = memmem(p, len - (size_t)(p - text), s, sl)); p += sl) {
+            memset(m + (p - text), 1, sl);
+            found = 1;
+        }
+        if (!found) {
+            free(m);
+            return zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors[%zu]: not found in the prompt", i);
+        }
+    }
+    for (size_t k = 0; k < len; k++) {
+        if (m[k] && (k == 0 || !m[k - 1])) zl_buf_puts(&b, "<|anchor_start|>");
+        zl_buf_put(&b, text + k, 1);
+        if (m[k] && !m[k + 1]) zl_buf_puts(&b, "<|anchor_end|>");
+    }
+    zl_buf_put(&b, "", 0);
+    free(m);
+    zl_err err = {0};
+    if (b.oom || !b.p) {
+        zl_buf_free(&b);
+        return PIPE_OOM(e);
+    }
+    int rc = zl_llm_tokenize_anchored(srv->llm, b.p, b.n, 1, parse_special, ids, mask, n, &err);
+    zl_buf_free(&b);
+    if (rc) return zl_verr_set(e, param, "%s: %s", param, err.msg);
+    return 0;
+}
+
+/* Text to prompt tokens (BOS added) under the request's controls. */
+static int tokenize_text(zl_srv *srv, const zl_req_ctl *ctl, const char *text, size_t len, int parse_special,
+                         const char *param, int32_t **ids, uint8_t **mask, size_t *n, zl_verr *e) {
+    *mask = NULL;
+    if (ctl && ctl->bounded && ctl->anchors)
+        return tokenize_anchored(srv, ctl->anchors, text, len, parse_special, param, ids, mask, n, e);
+    zl_err err = {0};
+    if (zl_llm_tokenize(srv->llm, text, len, 1, parse_special, ids, n, &err)) {
+        if (err.code == ZL_ENOMEM) return PIPE_OOM(e);
+        return zl_verr_set(e, param, "%s: %s", param, err.msg);
+    }
+    return 0;
+}
+
+int zl_pipeline_chat_tokens(zl_srv *srv, const zl_req_ctl *ctl, const zl_chat_msg *msgs, int n, int32_t **ids,
+                            uint8_t **mask, size_t *n_ids, zl_verr *e) {
+    zl_err err = {0};
+    char *text = zl_chat_fmt_render(&srv->tpl, msgs, n, &err);
+    if (!text && err.code == ZL_ENOMEM) return PIPE_OOM(e);
+    if (!text) return zl_verr_set(e, "messages", "messages: chat template: %s", err.msg);
+    uint8_t *m = NULL;
+    int rc = tokenize_text(srv, ctl, text, strlen(text), zl_chat_fmt_parse_special(&srv->tpl), "messages", ids, &m,
+                           n_ids, e);
+    free(text);
+    if (mask) *mask = m;
+    else free(m);
+    return rc;
+}
+
+/* A completions prompt given as token ids, checked against the vocabulary. */
+static int prompt_ids(zl_srv *srv, const zl_request_prompt *pr, int32_t **ids, size_t *n, zl_verr *e) {
+    int nv = zl_llm_n_vocab(srv->llm);
+    size_t k = json_array_size(pr->ids);
+    int32_t *v = malloc((k ? k : 1) * sizeof *v);
+    if (!v) return PIPE_OOM(e);
+    for (size_t i = 0; i < k; i++) {
+        json_t *t = json_array_get(pr->ids, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= nv) {
+            free(v);
+            return zl_verr_set(e, "prompt", "%s[%zu]: expected a token id in [0, %d)", pr->param, i, nv);
+        }
+        v[i] = (int32_t)json_integer_value(t);
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+/* q's messages as the template reads them (strings borrowed from q). */
+static zl_chat_msg *request_chat(const zl_request *q) {
+    zl_chat_msg *m = calloc((size_t)q->n_msgs + 1, sizeof *m);
+    for (int i = 0; m && i < q->n_msgs; i++) m[i] = (zl_chat_msg){q->msgs[i].role, q->msgs[i].text.p};
+    return m;
+}
+
+int zl_pipeline_count(zl_srv *srv, const zl_request *q, zl_prepared *p, zl_verr *e) {
+    memset(p, 0, sizeof *p);
+    zl_chat_msg *m = request_chat(q);
+    if (!m) return PIPE_OOM(e);
+    size_t n = 0;
+    int rc = zl_pipeline_chat_tokens(srv, NULL, m, q->n_msgs, &p->ids[0], NULL, &n, e);
+    free(m);
+    p->n_sets = 1;
+    p->n_ids[0] = (int)n;
+    return rc;
+}
+
+static int check_vocab(zl_srv *srv, const zl_sampling *s, zl_verr *e) {
+    int nv = zl_llm_n_vocab(srv->llm);
+    for (int i = 0; i < s->n_logit_bias; i++)
+        if (s->logit_bias[i].token >= nv)
+            return zl_verr_set(e, "logit_bias",
+                               "logit_bias: token id %d is out of the vocabulary of %d tokens (ids 0..%d)",
+                               (int)s->logit_bias[i].token, nv, nv - 1);
+    return 0;
+}
+
+int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q, const zl_chat_msg *msgs, int n_msgs,
+                        zl_prepared *p, zl_verr *e) {
+    memset(p, 0, sizeof *p);
+    int bounded = ctl && ctl->bounded, rc;
+    if ((rc = check_vocab(srv, &q->sampling, e))) return rc;
+    p->gp.sampling = q->sampling;
+    p->gp.n_logprobs = q->n_logprobs;
+    /* max_tokens beyond the context is not rejected (OpenAI would): the
+     * generation stops at the context with finish "length"; under a bounded
+     * KV policy a generation may run past the context */
+    long long cap = bounded ? ZL_MAX_TOKENS_BOUNDED : zl_sched_n_ctx(srv->sched);
+    p->gp.max_tokens = (int)(q->max_tokens > cap ? cap : q->max_tokens);
+    p->gp.stream_buffer = q->stream_buffer;
+    p->gp.strip_leading_space = q->kind != ZL_REQ_COMPLETION;
+    if (ctl) {
+        p->gp.ctl = ctl->ctl;
+        p->gp.has_ctl = 1;
+    }
+    for (int i = 0; i < q->n_stops; i++) p->stops[p->gp.n_stops++] = q->stops[i];
+    p->n_user_stops = p->gp.n_stops;
+    const char *extra = q->kind != ZL_REQ_COMPLETION ? zl_chat_fmt_extra_stop(&srv->tpl) : NULL;
+    if (extra) p->stops[p->gp.n_stops++] = extra;
+    p->gp.stops = p->stops;
+    p->n_per_prompt = q->n;
+    size_t n = 0;
+    if (q->kind != ZL_REQ_COMPLETION) {
+        zl_chat_msg *own = NULL;
+        if (!msgs) { /* the request's own conversation */
+            if (!(own = request_chat(q))) return PIPE_OOM(e);
+            msgs = own;
+            n_msgs = q->n_msgs;
+        }
+        rc = zl_pipeline_chat_tokens(srv, ctl, msgs, n_msgs, &p->ids[0], &p->mask[0], &n, e);
+        free(own);
+        if (rc) return rc;
+        p->n_ids[0] = (int)n;
+        p->n_sets = 1;
+        if ((rc = zl_pipeline_prompt_limit(srv, bounded, n, "messages", e))) return rc;
+    } else {
+        for (int i = 0; i < q->n_prompts; i++) {
+            const zl_request_prompt *pr = &q->prompts[i];
+            if (pr->text) {
+                rc = tokenize_text(srv, ctl, pr->text, pr->len, 0, pr->param, &p->ids[i], &p->mask[i], &n, e);
+            } else if (bounded && ctl->anchors) {
+                rc = zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors: needs a text prompt (%s is token ids)",
+                                 pr->param);
+            } else {
+                rc = prompt_ids(srv, pr, &p->ids[i], &n, e);
+            }
+            p->n_sets = i + 1;
+            if (rc) return rc;
+            p->n_ids[i] = (int)n;
+            if ((rc = zl_pipeline_prompt_limit(srv, bounded, n, pr->param, e))) return rc;
+        }
+    }
+    p->n = p->n_sets * q->n;
+    if (p->n > ZL_REQ_MAX_CHOICES)
+        return zl_verr_set(e, "n", "n: at most %d choices per request (%d prompts x n = %d)", ZL_REQ_MAX_CHOICES,
+                           p->n_sets, p->n);
+    return 0;
+}
+
+void zl_prepared_free(zl_prepared *p) {
+    for (int i = 0; i < p->n_sets; i++) {
+        free(p->ids[i]);
+        free(p->mask[i]);
+    }
+    memset(p, 0, sizeof *p);
+}
+
+zl_gen *zl_pipeline_submit(zl_sched *s, zl_prepared *p, double t_start, int *busy) {
+    int32_t *pp[ZL_REQ_MAX_CHOICES];
+    int np[ZL_REQ_MAX_CHOICES];
+    uint8_t *pm[ZL_REQ_MAX_CHOICES];
+    int any_mask = 0, per = p->n_per_prompt > 0 ? p->n_per_prompt : 1;
+    for (int i = 0; i < p->n; i++) {
+        pp[i] = p->ids[i / per];
+        np[i] = p->n_ids[i / per];
+        pm[i] = p->mask[i / per];
+        any_mask |= pm[i] != NULL;
+    }
+    p->gp.anchors = any_mask ? pm : NULL;
+    zl_gen *g = zl_gen_start(s, pp, np, p->n, &p->gp, t_start, busy);
+    p->gp.anchors = NULL;
+    return g;
+}
+
+/* ---------------- replies ---------------- */
+
+enum MHD_Result zl_reply_verr(zl_req *r, int rc, const zl_verr *e) {
+    if (rc == -2) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    return zl_reply_error(r, ZL_E_INVALID, e->param, "%s", e->msg);
+}
+
+enum MHD_Result zl_pipeline_reject(zl_req *r, zl_request *q, const zl_verr *e) {
+    zl_request_free(q);
+    return zl_reply_verr(r, -1, e);
+}
+
+typedef struct pipe_stream {
+    zl_result res;
+    const zl_emitter *em;
+    int started;
+    int *reported; /* per choice: its end was emitted */
+} pipe_stream;
+
+static void pipe_produce(zl_sse *s, int timeout_ms) {
+    pipe_stream *ps = s->ud;
+    zl_result *res = &ps->res;
+    zl_gen *g = res->g;
+    if (!ps->started) {
+        ps->started = 1;
+        ps->em->start(s, res);
+        return;
+    }
+    int done = zl_gen_poll(g, timeout_ms);
+    for (int i = 0; i < g->n; i++) {
+        const zl_gen_choice *c = &g->ch[i];
+        size_t len;
+        const char *t = zl_gen_take(g, i, &len);
+        int nt = 0;
+        const zl_job_tok *toks = zl_gen_take_toks(g, i, &nt);
+        if (!res->logprobs) toks = NULL, nt = 0;
+        int ended = c->end != ZL_GEN_RUNNING && !ps->reported[i];
+        if (ended) ps->reported[i] = 1;
+        if (ended && c->end == ZL_GEN_ERROR) {
+            res->failed = 1;
+            ps->em->error(s, res, i);
+            continue;
+        }
+        if (!len && !ended && !nt) continue;
+        zl_event ev = {i, t, len, toks, nt, ended ? c->end : ZL_GEN_RUNNING, ended ? user_stop(res, c) : NULL};
+        ps->em->delta(s, res, &ev);
+    }
+    if (!done) return;
+    zl_result_finish(res);
+    ps->em->end(s, res);
+    if (s->diag_full) zl_server_timing(&res->timing, s->server_timing, sizeof s->server_timing);
+    s->finished = 1;
+}
+
+static void pipe_destroy(zl_sse *s) {
+    pipe_stream *ps = s->ud;
+    if (!ps) return;
+    zl_gen_free(ps->res.g);
+    free(ps->reported);
+    free(ps);
+}
+
+static enum MHD_Result reply_stream(zl_req *r, zl_result *res, const zl_emitter *em) {
+    zl_sse *s = calloc(1, sizeof *s);
+    pipe_stream *ps = calloc(1, sizeof *ps);
+    if (!s || !ps || !(ps->reported = calloc((size_t)res->n, sizeof(int)))) {
+        free(s);
+        if (ps) free(ps->reported);
+        free(ps);
+        zl_gen_free(res->g);
+        return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    }
+    ps->res = *res;
+    ps->em = em;
+    s->ud = ps;
+    s->produce = pipe_produce;
+    s->destroy = pipe_destroy;
+    return zl_reply_sse(r, s);
+}
+
+static enum MHD_Result reply_whole(zl_req *r, zl_result *res, const zl_emitter *em) {
+    zl_gen *g = res->g;
+    if (zl_gen_wait_all(r, g)) {
+        zl_gen_free(g);
+        r->status = 499;
+        return MHD_NO;
+    }
+    zl_result_finish(res);
+    if (res->failed) {
+        zl_gen_free(g);
+        return zl_reply_error(r, ZL_E_INTERNAL, NULL, "generation failed");
+    }
+    json_t *body = em->body(res);
+    char st[256] = "";
+    if (r->diag_full) zl_server_timing(&res->timing, st, sizeof st);
+    zl_gen_free(g);
+    if (!body) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    return zl_reply_json(r, 200, body, st);
+}
+
+/* The conversation of a chat kind as the template reads it, the session's
+ * stored turns first in append mode (*all: malloc'd; its strings live as
+ * long as q and sr).  Returns -1 after replying. */
+static int pipe_conversation(zl_req *r, const zl_request *q, zl_sess_req *sr, zl_chat_msg **all, int *n_all) {
+    zl_chat_msg *cm = request_chat(q);
+    if (!cm) {
+        zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+        return -1;
+    }
+    int rc = zl_sess_merge(sr, r, cm, q->n_msgs, all, n_all);
+    free(cm);
+    return rc;
+}
+
+enum MHD_Result zl_pipeline_run(zl_req *r, zl_request *q, const zl_emitter *em) {
+    enum MHD_Result ret = MHD_YES;
+    zl_verr e = {{0}, {0}};
+    zl_prepared p;
+    memset(&p, 0, sizeof p);
+    zl_sess_req *sr = NULL;
+    zl_chat_msg *all = NULL;
+    int n_all = 0, rc;
+    if (zl_models_select(r, q->body, &ret)) goto out;
+    if (r->stream_buffer < 0) {
+        ret = zl_reply_error(r, ZL_E_INVALID, "X-Zerolayer-Stream-Buffer",
+                             "X-Zerolayer-Stream-Buffer: expected a token count >= 0, got '%.64s'",
+                             MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-Stream-Buffer"));
+        goto out;
+    }
+    if (!q->stream_buffer) q->stream_buffer = r->stream_buffer;
+    if ((rc = zl_ctl_parse(r, q->body, &e))) {
+        ret = zl_reply_verr(r, rc, &e);
+        goto out;
+    }
+    if (zl_sess_open(r, q->body, q->user, &sr)) goto out; /* replied */
+    if (r->sess_id[0] && (q->n > 1 || q->n_prompts > 1)) {
+        ret = zl_reply_error(r, ZL_E_INVALID, "n", "n: a session request has one prompt and one choice");
+        goto out;
+    }
+    if (q->kind != ZL_REQ_COMPLETION && pipe_conversation(r, q, sr, &all, &n_all)) goto out;
+    if ((rc = zl_pipeline_prepare(r->srv, &r->ctl, q, all, n_all, &p, &e))) {
+        ret = zl_reply_verr(r, rc, &e);
+        goto out;
+    }
+    zl_sess_params(sr, &p.gp);
+    sr = NULL; /* the generation ends it */
+    int busy = 0;
+    zl_gen *g = zl_pipeline_submit(r->srv->sched, &p, r->t_start, &busy);
+    if (!g) {
+        ret = busy ? zl_reply_error(r, ZL_E_BUSY, NULL, "the server is at capacity; retry shortly")
+                   : zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+        goto out;
+    }
+    zl_result res;
+    zl_result_init(&res, q, &p, g, em, q->model ? q->model : r->srv->model_id);
+    ret = q->stream ? reply_stream(r, &res, em) : reply_whole(r, &res, em);
+out:
+    zl_sess_close(sr);
+    free(all);
+    zl_prepared_free(&p);
+    zl_request_free(q);
+    return ret;
+}

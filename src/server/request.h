@@ -1,0 +1,114 @@
+/* request.h — one generation request as every API asks for it (zl_request),
+ * and what comes back (zl_result, zl_event) through an API's emitter.
+ *
+ * The adapters (api_openai.c, api_anthropic.c) own their wire formats: they
+ * fill a zl_request from a body (zl_verr naming the field on failure) and
+ * provide a zl_emitter that writes results in their shape.  They never
+ * render templates, tokenize, check limits or submit: pipeline.c does, once.
+ * Nothing here knows HTTP. */
+#ifndef ZL_REQUEST_H
+#define ZL_REQUEST_H
+
+#include <jansson.h>
+
+#include "gen.h"
+#include "jsonv.h"
+
+#define ZL_REQ_MAX_STOPS 16
+#define ZL_REQ_MAX_CHOICES 64
+#define ZL_REQ_MAX_LOGIT_BIAS 1024
+
+typedef enum {
+    ZL_REQ_CHAT = 0,   /* OpenAI chat: messages through the chat template */
+    ZL_REQ_COMPLETION, /* OpenAI completions: raw prompts */
+    ZL_REQ_MESSAGES,   /* Anthropic messages: messages through the chat template */
+} zl_req_kind;
+
+/* One turn, normalized: its role (system, user, assistant, tool) and its
+ * text parts concatenated.  Tool calls of an assistant turn and the call a
+ * tool turn answers become fields beside text (docs/DESIGN.md). */
+typedef struct zl_request_msg {
+    const char *role; /* static or borrowed from the body */
+    zl_buf text;      /* owned, NUL-terminated */
+} zl_request_msg;
+
+/* One completions prompt: text, or a JSON array of token ids (checked
+ * against the vocabulary by the pipeline). */
+typedef struct zl_request_prompt {
+    const char *text; /* borrowed from the body, or NULL */
+    size_t len;
+    json_t *ids;      /* borrowed array, or NULL */
+    char param[32];   /* how the caller named it: "prompt", "prompt[2]" */
+} zl_request_prompt;
+
+typedef struct zl_request {
+    zl_req_kind kind;
+    json_t *body;      /* borrowed: session, controls (zerolayer.*) are read from it by the pipeline */
+    const char *model; /* as the body names it, or NULL: the server's */
+    const char *user;  /* tenant identity (OpenAI user, Anthropic metadata.user_id), or NULL */
+    zl_buf system;     /* Anthropic top-level system (first message when set) */
+    zl_request_msg *msgs; /* chat / messages (owned array) */
+    int n_msgs;
+    zl_request_prompt prompts[ZL_REQ_MAX_CHOICES]; /* completions */
+    int n_prompts;
+    zl_sampling sampling; /* the seed is drawn by the adapter when the body sets none */
+    zl_logit_bias *bias;  /* owned; sampling.logit_bias points here */
+    long long max_tokens; /* 0: up to the context */
+    const char *stops[ZL_REQ_MAX_STOPS]; /* the caller's, borrowed */
+    int n_stops;
+    int n;             /* samples per prompt */
+    int stream, include_usage;
+    int n_logprobs;    /* -1: none */
+    int stream_buffer; /* body field; 0: the X-Zerolayer-Stream-Buffer header's */
+} zl_request;
+
+void zl_request_init(zl_request *q, zl_req_kind kind, json_t *body);
+void zl_request_free(zl_request *q);
+/* Append a message (role static or borrowed); returns its text buffer, or NULL when out of memory. */
+zl_buf *zl_request_add_msg(zl_request *q, const char *role);
+
+/* One choice's state as an emitter sees it: in a delta, the text and tokens
+ * released since the last one; in a whole result, all of them. */
+typedef struct zl_event {
+    int choice;
+    const char *text;
+    size_t len;
+    const zl_job_tok *toks; /* with logprobs, else NULL */
+    int n_toks;
+    zl_gen_end end;   /* ZL_GEN_RUNNING while the choice goes on */
+    const char *stop; /* the caller's stop sequence that ended it, or NULL */
+} zl_event;
+
+typedef struct zl_result {
+    zl_gen *g;           /* the generations (token pieces for logprobs) */
+    zl_req_kind kind;
+    char id[64];
+    char model[256];
+    long long created;   /* unix seconds */
+    int n;               /* choices */
+    int n_per_prompt;    /* the request's n: usage counts a prompt once */
+    int include_usage, logprobs;
+    int n_user_stops;    /* stops[0..n_user_stops) are the caller's */
+    int prompt_tokens;   /* of the first choice, known before the generation */
+    int failed;          /* some choice ended with an error */
+    zl_gen_timing timing; /* filled once every choice has ended */
+} zl_result;
+
+/* Choice i of a whole result (all its text). */
+void zl_result_choice(const zl_result *res, int i, zl_event *ev);
+
+struct zl_sse;
+/* An API's output shape.  Streams: start once, delta whenever a choice has
+ * new text or tokens or has just ended, error when a choice failed, end
+ * once every choice has ended (res->timing set, res->failed told).  body:
+ * the non-streamed reply (NULL when out of memory). */
+typedef struct zl_emitter {
+    const char *id_prefix;
+    void (*start)(struct zl_sse *s, const zl_result *res);
+    void (*delta)(struct zl_sse *s, const zl_result *res, const zl_event *ev);
+    void (*error)(struct zl_sse *s, const zl_result *res, int choice);
+    void (*end)(struct zl_sse *s, const zl_result *res);
+    json_t *(*body)(const zl_result *res);
+} zl_emitter;
+
+#endif

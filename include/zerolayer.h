@@ -270,6 +270,13 @@ int zl_seq_kv_read(const zl_seq *s, int layer, zl_state_part part, int pos, int 
 /* Overwrite rows of cached positions [pos, pos + n); pre-RoPE keys are rotated
  * for their position before they are stored. */
 int zl_seq_kv_write(zl_seq *s, int layer, zl_state_part part, int pos, int n, const float *in, zl_err *err);
+/* The cache's own bytes (exact transfers: no conversion, no rotation): the
+ * KV type (zl_kv_type), bytes of one row, and rows [pos, pos + n) of one
+ * layer's K (is_v 0, as cached) or V copied out of or into the cache. */
+int zl_seq_kv_type(const zl_seq *s);
+size_t zl_seq_kv_row_bytes(const zl_seq *s);
+int zl_seq_kv_read_raw(const zl_seq *s, int layer, int is_v, int pos, int n, void *out, zl_err *err);
+int zl_seq_kv_write_raw(zl_seq *s, int layer, int is_v, int pos, int n, const void *in, zl_err *err);
 /* Make s hold ids[0..n) without running the model: s is truncated to 0, the
  * tokens are recorded as fed (sampler history included) and n positions are
  * cached with zero rows, which the caller then fills with zl_seq_kv_write for

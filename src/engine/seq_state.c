@@ -85,6 +85,29 @@ int zl_seq_kv_write(zl_seq *s, int layer, zl_state_part part, int pos, int n, co
     return 0;
 }
 
+int zl_seq_kv_type(const zl_seq *s) {
+    return s->kv->type == ZL_TYPE_F32 ? ZL_KV_F32 : s->kv->type == ZL_TYPE_Q8_0 ? ZL_KV_Q8_0 : ZL_KV_F16;
+}
+
+size_t zl_seq_kv_row_bytes(const zl_seq *s) { return s->kv->row_bytes; }
+
+int zl_seq_kv_read_raw(const zl_seq *s, int layer, int is_v, int pos, int n, void *out, zl_err *err) {
+    int rc = check_rows(s, layer, is_v ? ZL_STATE_V : ZL_STATE_K, pos, n, err);
+    if (rc || !n) return rc;
+    const zl_kv *kv = s->kv;
+    memcpy(out, is_v ? zl_kv_v(kv, layer, pos) : zl_kv_k(kv, layer, pos), (size_t)n * kv->row_bytes);
+    return 0;
+}
+
+int zl_seq_kv_write_raw(zl_seq *s, int layer, int is_v, int pos, int n, const void *in, zl_err *err) {
+    int rc = check_rows(s, layer, is_v ? ZL_STATE_V : ZL_STATE_K, pos, n, err);
+    if (rc || !n) return rc;
+    zl_kv *kv = s->kv;
+    memcpy(is_v ? zl_kv_v(kv, layer, pos) : zl_kv_k(kv, layer, pos), in, (size_t)n * kv->row_bytes);
+    s->has_logits = 0;
+    return 0;
+}
+
 int zl_seq_adopt(zl_seq *s, const int32_t *ids, int n, zl_err *err) {
     zl_kv *kv = s->kv;
     if (kv->policy.kind != ZL_KVP_FULL)

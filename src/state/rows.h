@@ -7,12 +7,11 @@
 
 #include "zerolayer.h"
 
-/* 1 when every cached value of positions [0, n) is an f16 value (0 with *rc
- * set on a read error).  row: scratch of one row. */
-int zl_rows_all_f16(const zl_seq *s, zl_kv_shape sh, int n, float *row, zl_err *err, int *rc);
-/* Positions [0, n) of every layer, K then V, into out as f16 (elt 2) or f32 (elt 4). */
-int zl_rows_put(const zl_seq *s, zl_kv_shape sh, int n, int elt, uint8_t *out, float *row, zl_err *err);
+/* Bytes of positions [0, n) of every layer's K and V in the cache's own type. */
+size_t zl_rows_bytes(const zl_seq *s, int n);
+/* Positions [0, n) of every layer, K then V, copied out as the cache holds them. */
+int zl_rows_put(const zl_seq *s, int n, uint8_t *out, zl_err *err);
 /* The reverse: write positions [0, n) of s (already cached, e.g. adopted) from in. */
-int zl_rows_get(zl_seq *s, zl_kv_shape sh, int n, int elt, const uint8_t *in, float *row, zl_err *err);
+int zl_rows_get(zl_seq *s, int n, const uint8_t *in, zl_err *err);
 
 #endif

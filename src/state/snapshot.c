@@ -7,11 +7,12 @@
  *    48 model fingerprint[32]   80 codec id[32] (zero when exact)
  *   112 tenant digest[32]       144 u32 token count   148 nonce[12]
  *   ciphertext of the payload, then the 16-byte GCM tag.
- *   payload: u32 tokens, u32 history bytes, u8 row type (1 f16, 0 f32), 3 zero
- *     bytes, i32 tokens[n], history; exact: per layer K rows then V rows
- *     (keys as cached, rotated for their position); learned: the first
- *     min(n, n_sink) positions' K and V rows per layer in f16, then one code
- *     per later position (zl_codec_encode).
+ *   payload: u32 tokens, u32 history bytes, u8 KV type of the rows (zl_kv_type),
+ *     3 zero bytes, i32 tokens[n], history; exact: per layer K rows then V rows
+ *     as the cache holds them (keys rotated for their position); learned: the
+ *     first min(n, n_sink) positions' K and V rows per layer likewise, then one
+ *     code per later position (zl_codec_encode).  Rows are restored only into
+ *     a cache of the same type.
  * Reads and writes the cache only through zerolayer.h's state access. */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -68,19 +69,20 @@ static int gcm(int enc, const uint8_t key[32], const uint8_t *hdr, const uint8_t
     return ok ? 0 : -1;
 }
 
-static size_t rows_bytes(zl_kv_shape sh, int n, int elt) {
-    return (size_t)sh.n_layers * 2 * (size_t)n * sh.n_kv_heads * sh.head_dim * elt;
+static size_t rows_bytes(zl_kv_shape sh, int n, size_t row_bytes) {
+    return (size_t)sh.n_layers * 2 * (size_t)n * row_bytes;
 }
 
-static size_t payload_bytes(zl_kv_shape sh, const zl_codec *c, int n, size_t hist, int elt) {
+static size_t payload_bytes(zl_kv_shape sh, const zl_codec *c, int n, size_t hist, size_t row_bytes) {
     size_t b = PAYLOAD_HEAD + 4 * (size_t)n + hist;
-    if (!c) return b + rows_bytes(sh, n, elt);
+    if (!c) return b + rows_bytes(sh, n, row_bytes);
     int ns = n < c->n_sink ? n : c->n_sink;
-    return b + rows_bytes(sh, ns, 2) + (size_t)(n - ns) * zl_codec_token_bytes(c);
+    return b + rows_bytes(sh, ns, row_bytes) + (size_t)(n - ns) * zl_codec_token_bytes(c);
 }
 
 size_t zl_snap_size(zl_kv_shape sh, const zl_codec *c, int n_tokens, size_t history_len) {
-    return ZL_SNAP_HEADER + payload_bytes(sh, c, n_tokens, history_len, 2) + ZL_SNAP_TAG;
+    return ZL_SNAP_HEADER + payload_bytes(sh, c, n_tokens, history_len, (size_t)sh.n_kv_heads * sh.head_dim * 2) +
+           ZL_SNAP_TAG;
 }
 
 zl_snap_result zl_snap_export(const zl_seq *s, const zl_snap_export_opts *o, uint8_t **blob, size_t *len,
@@ -99,16 +101,13 @@ zl_snap_result zl_snap_export(const zl_seq *s, const zl_snap_export_opts *o, uin
     }
     zl_kv_shape sh = zl_seq_kv_shape(s);
     const zl_codec *c = o->codec;
-    int d = sh.n_kv_heads * sh.head_dim, rc = 0;
-    float *row = malloc((size_t)d * sizeof *row);
-    if (!row) { zl_errf(err, ZL_ENOMEM, "out of memory"); return ZL_SNAP_INVALID; }
-    int elt = c || zl_rows_all_f16(s, sh, n, row, err, &rc) ? 2 : 4;
-    if (rc) { free(row); return ZL_SNAP_INVALID; }
-    size_t hist = o->history ? o->history_len : 0, pl = payload_bytes(sh, c, n, hist, elt);
+    int rc = 0;
+    size_t rb = zl_seq_kv_row_bytes(s);
+    size_t hist = o->history ? o->history_len : 0, pl = payload_bytes(sh, c, n, hist, rb);
     size_t total = ZL_SNAP_HEADER + pl + ZL_SNAP_TAG;
     uint8_t *plain = malloc(pl), *out = malloc(total);
     if (!plain || !out) {
-        free(row); free(plain); free(out);
+        free(plain); free(out);
         zl_errf(err, ZL_ENOMEM, "out of memory (a snapshot of %zu bytes)", total);
         return ZL_SNAP_INVALID;
     }
@@ -116,18 +115,18 @@ zl_snap_result zl_snap_export(const zl_seq *s, const zl_snap_export_opts *o, uin
     put32(plain, (uint32_t)n);
     put32(plain + 4, (uint32_t)hist);
     memset(plain + 8, 0, 4);
-    plain[8] = elt == 2;
+    plain[8] = (uint8_t)zl_seq_kv_type(s);
     int nt = 0;
     const int32_t *toks = zl_seq_tokens(s, &nt);
     memcpy(plain + PAYLOAD_HEAD, toks, 4 * (size_t)n);
     if (hist) memcpy(plain + PAYLOAD_HEAD + 4 * (size_t)n, o->history, hist);
     uint8_t *rows = plain + PAYLOAD_HEAD + 4 * (size_t)n + hist;
     if (!c) {
-        rc = zl_rows_put(s, sh, n, elt, rows, row, err);
+        rc = zl_rows_put(s, n, rows, err);
     } else {
         int ns = n < c->n_sink ? n : c->n_sink;
-        rc = zl_rows_put(s, sh, ns, 2, rows, row, err);
-        if (!rc && n > ns) rc = zl_codec_encode(c, s, ns, n - ns, rows + rows_bytes(sh, ns, 2), NULL, err);
+        rc = zl_rows_put(s, ns, rows, err);
+        if (!rc && n > ns) rc = zl_codec_encode(c, s, ns, n - ns, rows + rows_bytes(sh, ns, rb), NULL, err);
     }
     /* header */
     uint8_t *h = out;
@@ -155,7 +154,6 @@ zl_snap_result zl_snap_export(const zl_seq *s, const zl_snap_export_opts *o, uin
     OPENSSL_cleanse(key, sizeof key);
     OPENSSL_cleanse(plain, pl);
     free(plain);
-    free(row);
     if (rc) { free(out); return ZL_SNAP_INVALID; }
     *blob = out;
     *len = total;
@@ -223,23 +221,20 @@ zl_snap_result zl_snap_import(zl_seq *s, const uint8_t *blob, size_t len, const 
         res = ZL_SNAP_TENANT;
     }
     zl_kv_shape sh = zl_seq_kv_shape(s);
-    int d = sh.n_kv_heads * sh.head_dim, elt = 0;
-    size_t hist = 0;
+    size_t hist = 0, rb = zl_seq_kv_row_bytes(s);
     if (!res) {
         hist = pl >= PAYLOAD_HEAD ? get32(plain + 4) : 0;
-        elt = pl >= PAYLOAD_HEAD && plain[8] ? 2 : 4;
-        if (pl < PAYLOAD_HEAD || get32(plain) != n || plain[8] > 1 || plain[9] || plain[10] || plain[11] ||
-            hist > pl || n > pl / 4 || pl != payload_bytes(sh, learned ? o->codec : NULL, (int)n, hist, elt) ||
-            (learned && elt != 2))
+        if (pl < PAYLOAD_HEAD || get32(plain) != n || plain[9] || plain[10] || plain[11] || hist > pl || n > pl / 4 ||
+            pl != payload_bytes(sh, learned ? o->codec : NULL, (int)n, hist, rb))
             res = invalid(err, "the payload does not match its header");
+        else if (plain[8] != zl_seq_kv_type(s))
+            res = invalid(err, "the snapshot's rows are of another KV cache type than this server's");
         else if ((int)n > zl_seq_n_ctx(s)) {
             zl_errf(err, ZL_ERANGE, "invalid_state: the snapshot holds %u tokens, more than this server's context "
                     "(%d)", n, zl_seq_n_ctx(s));
             res = ZL_SNAP_INVALID;
         }
     }
-    float *row = res ? NULL : malloc((size_t)d * sizeof *row);
-    if (!res && !row) res = invalid(err, "out of memory");
     if (!res) {
         int32_t *toks = malloc(4 * (size_t)n + 4);
         int rc = toks ? 0 : zl_errf(err, ZL_ENOMEM, "out of memory");
@@ -247,11 +242,11 @@ zl_snap_result zl_snap_import(zl_seq *s, const uint8_t *blob, size_t len, const 
         if (!rc) rc = zl_seq_adopt(s, toks, (int)n, err);
         free(toks);
         const uint8_t *rows = plain + PAYLOAD_HEAD + 4 * (size_t)n + hist;
-        if (!rc && !learned) rc = zl_rows_get(s, sh, (int)n, elt, rows, row, err);
+        if (!rc && !learned) rc = zl_rows_get(s, (int)n, rows, err);
         if (!rc && learned) {
             int ns = (int)n < o->codec->n_sink ? (int)n : o->codec->n_sink;
-            rc = zl_rows_get(s, sh, ns, 2, rows, row, err);
-            if (!rc && (int)n > ns) rc = zl_codec_decode(o->codec, s, ns, (int)n - ns, rows + rows_bytes(sh, ns, 2), err);
+            rc = zl_rows_get(s, ns, rows, err);
+            if (!rc && (int)n > ns) rc = zl_codec_decode(o->codec, s, ns, (int)n - ns, rows + rows_bytes(sh, ns, rb), err);
         }
         if (!rc && hist) {
             info->history = malloc(hist + 1);
@@ -273,7 +268,6 @@ zl_snap_result zl_snap_import(zl_seq *s, const uint8_t *blob, size_t len, const 
         info->learned = learned;
         info->passphrase = kdf;
     }
-    free(row);
     OPENSSL_cleanse(plain, pl);
     free(plain);
     return res;

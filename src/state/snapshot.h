@@ -1,7 +1,6 @@
 /* snapshot.h — a sequence's state as one encrypted, authenticated blob:
- * tokens, the conversation text, and the KV rows either exact (f16 when every
- * value is an f16, else f32) or coded by a learned codec (its sink positions
- * exact).  AES-256-GCM (OpenSSL EVP) under the server's key or a key derived
+ * tokens, the conversation text, and the KV rows either exact (the cache's
+ * own bytes) or coded by a learned codec (its sink positions exact).  AES-256-GCM (OpenSSL EVP) under the server's key or a key derived
  * from a passphrase with scrypt (random salt, parameters in the header); a
  * fresh random nonce per blob; the header (format version, model fingerprint,
  * codec id, tenant digest, token count, KDF parameters, nonce) is the

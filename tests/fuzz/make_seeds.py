@@ -106,7 +106,7 @@ write("zlc", "over_budget.zlc", zlc(1, 1, 4, 0.0625, lambda k: 2))
 # heads x 8: 640 f16 bytes of rows a position): tokens, history, rows.
 def payload(tokens, hist=b"", f16=True, learned=False):
     n = len(tokens)
-    p = struct.pack("<IIB3x", n, len(hist), 1 if f16 else 0) + struct.pack("<%di" % n, *tokens) + hist
+    p = struct.pack("<IIB3x", n, len(hist), 0 if f16 else 1) + struct.pack("<%di" % n, *tokens) + hist  # zl_kv_type
     if not learned:
         return p + b"\0" * (5 * 2 * n * 32 * (2 if f16 else 4))
     ns = min(n, 4)

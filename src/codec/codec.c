@@ -23,8 +23,9 @@ int zl_codec_new(zl_codec **out, int n_layers, int n_kv_heads, int head_dim, zl_
         c->t = calloc(nt, sizeof *c->t);
         c->arena = calloc(nt * per, sizeof *c->arena);
         c->bits_arena = calloc(nt * hd, 1);
+        c->basis_t_arena = calloc(nt * hd * hd, sizeof *c->basis_t_arena);
     }
-    if (!c || !c->t || !c->arena || !c->bits_arena) {
+    if (!c || !c->t || !c->arena || !c->bits_arena || !c->basis_t_arena) {
         zl_codec_free(c);
         return zl_errf(err, ZL_ENOMEM, "out of memory");
     }
@@ -40,6 +41,7 @@ int zl_codec_new(zl_codec **out, int n_layers, int n_kv_heads, int head_dim, zl_
         t->step = p, p += hd * ZL_CODEC_MAX_BITS;
         t->mse = p;
         t->bits = c->bits_arena + i * hd;
+        t->basis_t = c->basis_t_arena + i * hd * hd;
     }
     *out = c;
     return 0;
@@ -50,6 +52,7 @@ void zl_codec_free(zl_codec *c) {
     free(c->t);
     free(c->arena);
     free(c->bits_arena);
+    free(c->basis_t_arena);
     free(c);
 }
 
@@ -80,6 +83,10 @@ static void allocate(const zl_codec *c, zl_codec_table *t, long budget) {
 }
 
 void zl_codec_refresh(zl_codec *c) {
+    size_t hd = (size_t)c->head_dim;
+    for (size_t i = 0; i < n_tables(c); i++)
+        for (size_t k = 0; k < hd; k++)
+            for (size_t j = 0; j < hd; j++) c->t[i].basis_t[j * hd + k] = c->t[i].basis[k * hd + j];
     long bits = 0;
     for (size_t i = 0; i < n_tables(c) * (size_t)c->head_dim; i++) bits += c->bits_arena[i];
     c->bits_per_token = bits;
@@ -161,15 +168,25 @@ double zl_codec_hist_entropy(const zl_codec_hist *h, const zl_codec *c) {
 
 /* ---- coding ---- */
 
+/* b <= 16 bits at bit offset *at (little-endian bit order): at most three bytes. */
 static void put_bits(uint8_t *buf, size_t *at, uint32_t v, int b) {
-    for (int i = 0; i < b; i++, (*at)++)
-        if (v >> i & 1) buf[*at >> 3] |= (uint8_t)(1u << (*at & 7));
+    uint8_t *p = buf + (*at >> 3);
+    int sh = (int)(*at & 7), end = sh + b;
+    uint32_t w = v << sh;
+    p[0] |= (uint8_t)w;
+    if (end > 8) p[1] |= (uint8_t)(w >> 8);
+    if (end > 16) p[2] |= (uint8_t)(w >> 16);
+    *at += (size_t)b;
 }
 
 static uint32_t get_bits(const uint8_t *buf, size_t *at, int b) {
-    uint32_t v = 0;
-    for (int i = 0; i < b; i++, (*at)++) v |= (uint32_t)(buf[*at >> 3] >> (*at & 7) & 1) << i;
-    return v;
+    const uint8_t *p = buf + (*at >> 3);
+    int sh = (int)(*at & 7), end = sh + b;
+    uint32_t w = p[0];
+    if (end > 8) w |= (uint32_t)p[1] << 8;
+    if (end > 16) w |= (uint32_t)p[2] << 16;
+    *at += (size_t)b;
+    return (w >> sh) & ((1u << b) - 1);
 }
 
 static uint32_t quantise(float y, float step, int b) {
@@ -199,8 +216,8 @@ int zl_codec_encode(const zl_codec *c, const zl_seq *s, int pos, int n, uint8_t 
                     zl_err *err) {
     int hd = c->head_dim, d = c->n_kv_heads * hd;
     size_t tb = zl_codec_token_bytes(c);
-    float *rows = malloc((size_t)n * d * sizeof *rows), *x = malloc((size_t)hd * sizeof *x);
-    if (!rows || !x) { free(rows); free(x); return zl_errf(err, ZL_ENOMEM, "out of memory"); }
+    float *rows = malloc((size_t)n * d * sizeof *rows), *y = malloc((size_t)hd * sizeof *y);
+    if (!rows || !y) { free(rows); free(y); return zl_errf(err, ZL_ENOMEM, "out of memory"); }
     memset(out, 0, (size_t)n * tb);
     int rc = 0;
     for (int l = 0; l < c->n_layers && !rc; l++)
@@ -212,14 +229,17 @@ int zl_codec_encode(const zl_codec *c, const zl_seq *s, int pos, int n, uint8_t 
                 for (int h = 0; h < c->n_kv_heads; h++) {
                     const zl_codec_table *t = zl_codec_tab(c, l, h, part);
                     const float *r = rows + (size_t)i * d + (size_t)h * hd;
-                    for (int j = 0; j < hd; j++) x[j] = r[j] - t->mean[j];
+                    /* y = basis (r - mean), as a sum of the transposed basis' rows (vectorises) */
+                    memset(y, 0, (size_t)hd * sizeof *y);
+                    for (int j = 0; j < hd; j++) {
+                        float xj = r[j] - t->mean[j];
+                        const float *bt = t->basis_t + (size_t)j * hd;
+                        for (int k = 0; k < hd; k++) y[k] += xj * bt[k];
+                    }
                     for (int k = 0; k < hd; k++) {
                         int b = t->bits[k];
                         if (!b) continue;
-                        const float *e = t->basis + (size_t)k * hd;
-                        float y = 0;
-                        for (int j = 0; j < hd; j++) y += e[j] * x[j];
-                        uint32_t q = quantise(y, t->step[(size_t)k * ZL_CODEC_MAX_BITS + b - 1], b);
+                        uint32_t q = quantise(y[k], t->step[(size_t)k * ZL_CODEC_MAX_BITS + b - 1], b);
                         put_bits(out, &at, q, b);
                         if (hist) {
                             size_t ti = (size_t)(t - c->t) * hd + (size_t)k;
@@ -231,7 +251,7 @@ int zl_codec_encode(const zl_codec *c, const zl_seq *s, int pos, int n, uint8_t 
         }
     if (!rc && hist) hist->n_tokens += (uint64_t)n;
     free(rows);
-    free(x);
+    free(y);
     return rc;
 }
 

@@ -36,6 +36,7 @@ typedef struct zl_codec_table {
     float *step;   /* [hd][MAX_BITS]: quantiser step at b = 1..MAX_BITS bits */
     float *mse;    /* [hd][MAX_BITS + 1]: mean squared error at b = 0..MAX_BITS bits (b = 0: var) */
     uint8_t *bits; /* [hd] bits of coefficient i at the codec's ratio */
+    float *basis_t; /* [hd][hd]: basis transposed (zl_codec_refresh), for the projection */
 } zl_codec_table;
 
 typedef struct zl_codec {
@@ -47,6 +48,7 @@ typedef struct zl_codec {
     zl_codec_table *t; /* [n_layers][n_kv_heads][2] (0: K pre-RoPE, 1: V), zl_codec_tab */
     float *arena;
     uint8_t *bits_arena;
+    float *basis_t_arena;
     long bits_per_token;
 } zl_codec;
 
@@ -65,7 +67,7 @@ int zl_codec_set_ratio(zl_codec *c, double ratio, zl_err *err);
 /* Bytes of one token's code, and of one token's f16 K+V rows. */
 size_t zl_codec_token_bytes(const zl_codec *c);
 size_t zl_codec_f16_token_bytes(const zl_codec *c);
-/* Recompute c->id and bits_per_token after the tables changed. */
+/* Recompute c->id, bits_per_token and the transposed bases after the tables changed. */
 void zl_codec_refresh(zl_codec *c);
 /* 0 when the codec fits llm (same fingerprint and KV shape), else a
  * ZL_EINVAL naming both fingerprints. */

@@ -117,7 +117,7 @@ int zl_seq_adopt(zl_seq *s, const int32_t *ids, int n, zl_err *err) {
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= nv) return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", ids[i], nv);
     zl_seq_truncate(s, 0);
-    if (zl_seq_track(s, ids, n)) return zl_errf(err, ZL_ENOMEM, "out of memory");
+    if (n > 0 && zl_seq_track(s, ids, n)) return zl_errf(err, ZL_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) zl_sampler_accept(s->sampler, ids[i]);
     kv->n_used = n; /* as zl_seq_copy_prefix: rows are zero (K3) until the caller writes them */
     zl_kv_note_written(kv, 0, n);

@@ -11,8 +11,10 @@ time and cached tokens, and the re-prefill's.  Repeat with REPEAT=N.
 
 usage: python3 bench/state_restore.py URL TEXT [TOKENS=2000]
 e.g.  zerolayer serve -m SmolLM2-135M-Instruct.Q4_1.gguf -t 2 --ctx 4096 --port 8080 \\
-        --state-key-file key --codec smollm2.zlc &
-      python3 bench/state_restore.py http://127.0.0.1:8080 /usr/share/common-licenses/GPL-3 2000"""
+        --state-key-file key --codec smollm2.zlc --prefix-cache-mb 0 --max-body 100000000 &
+      python3 bench/state_restore.py http://127.0.0.1:8080 /usr/share/common-licenses/GPL-3 2000
+(--prefix-cache-mb 0 keeps the re-prefill honest; an exact snapshot of 2,000 SmolLM2 tokens is 46 MB, 61 MB in
+base64: give --max-body 100000000)"""
 import json, os, sys, time, urllib.request, urllib.error
 
 URL, TEXT = sys.argv[1], sys.argv[2]

@@ -25,8 +25,11 @@ check "Ctrl-C stops the answer" 'wait_for "\[stopped\]" 10'
 check "the program is still there" '! screen | grep -q EXITED'
 tmux send-keys -t "$S" "/system You are a pirate." Enter
 check "/system resets" 'wait_for "system prompt set" 10'
+# the answer is done when one more "tok/s)" line is on the screen (earlier answers have theirs)
+answers() { tmux capture-pane -p -t "$S" -S - | grep -c "tok/s)"; }
+before=$(answers)
 tmux send-keys -t "$S" "Say hello." Enter
-sleep 1; wait_for "tok/s\).*" 30 >/dev/null
+for _ in $(seq 1 1200); do [ "$(answers)" -gt "$before" ] && break; sleep 0.1; done
 tmux send-keys -t "$S" "/save $tmp/conv.json" Enter
 check "/save" 'wait_for "saved [0-9]+ messages" 10'
 check "saved JSON: system, user, assistant" 'python3 -c "import json,sys; m=json.load(open(sys.argv[1])); assert [x[\"role\"] for x in m]==[\"system\",\"user\",\"assistant\"], m; assert m[0][\"content\"]==\"You are a pirate.\"" "$tmp/conv.json"'

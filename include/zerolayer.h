@@ -311,6 +311,38 @@ void zl_embedder_free(zl_embedder *e);
 /* All steps at once: out gets n_embd floats. */
 int zl_llm_embed(zl_llm *llm, const int32_t *ids, int n, zl_pooling pooling, float *out, zl_err *err);
 
+/* ---- state access (state codecs, snapshots: src/engine/seq_state.c) ----
+ * A sequence's cached K and V as f32 rows of n_kv_heads * head_dim values,
+ * one row per position.  Keys either as cached (rotated for their position)
+ * or pre-RoPE (rotated back: what the key projection produced, which is
+ * position-independent and what a codec's basis is fitted to).  Only under
+ * the full KV policy, where slot p holds position p. */
+typedef struct zl_kv_shape { int n_layers, n_kv_heads, head_dim; } zl_kv_shape;
+zl_kv_shape zl_llm_kv_shape(const zl_llm *llm);
+zl_kv_shape zl_seq_kv_shape(const zl_seq *s);
+typedef enum { ZL_STATE_K = 0, ZL_STATE_K_PRE_ROPE = 1, ZL_STATE_V = 2 } zl_state_part;
+/* Rows of positions [pos, pos + n) of one layer (all cached: pos + n <= n_cached). */
+int zl_seq_kv_read(const zl_seq *s, int layer, zl_state_part part, int pos, int n, float *out, zl_err *err);
+/* Overwrite rows of cached positions [pos, pos + n); pre-RoPE keys are rotated
+ * for their position before they are stored. */
+int zl_seq_kv_write(zl_seq *s, int layer, zl_state_part part, int pos, int n, const float *in, zl_err *err);
+/* The cache's own bytes (exact transfers: no conversion, no rotation; the
+ * KV type is zl_seq_kv_type's): bytes of one row, and rows [pos, pos + n) of
+ * one layer's K (is_v 0, as cached) or V copied out of or into the cache. */
+size_t zl_seq_kv_row_bytes(const zl_seq *s);
+int zl_seq_kv_read_raw(const zl_seq *s, int layer, int is_v, int pos, int n, void *out, zl_err *err);
+int zl_seq_kv_write_raw(zl_seq *s, int layer, int is_v, int pos, int n, const void *in, zl_err *err);
+/* Make s hold ids[0..n) without running the model: s is truncated to 0, the
+ * tokens are recorded as fed (sampler history included) and n positions are
+ * cached with zero rows, which the caller then fills with zl_seq_kv_write for
+ * every layer; s has no logits until its next eval. */
+int zl_seq_adopt(zl_seq *s, const int32_t *ids, int n, zl_err *err);
+/* What determines the model's forward pass, fed to fn in a fixed order: a
+ * canonical text of the hyper-parameters, then each tensor's name, type and
+ * shape, then each tensor's data (in place, never copied).  A fingerprint is
+ * a hash of these bytes. */
+void zl_llm_identity(const zl_llm *llm, void (*fn)(void *ctx, const void *p, size_t n), void *ctx);
+
 /* Streaming detokeniser: returns only complete UTF-8 characters. */
 typedef struct zl_stream zl_stream;
 /* strip_leading_space: drop the SentencePiece dummy-prefix space. */

@@ -15,6 +15,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_codec(int argc, char **argv);
 
 /* Print "zerolayer: <msg>" to stderr and return 1 (the exit status). */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -38,6 +39,8 @@ int cli_is_help(const char *a);
 int cli_kv_policy(const char *name, zl_kv_policy_kind *kind);
 /* --kv-budget: a token count or a fraction (0 < f <= 1) of n_ctx. */
 int cli_budget(const char *flag, const char *s, long n_ctx, long *out);
+/* A whole file, NUL-terminated (malloc'd), or NULL when it cannot be read. */
+char *cli_read_text(const char *path, size_t *len);
 /* Progress bar on stderr when it is a terminal (zl_llm_preheat callback). */
 void cli_progress(size_t done, size_t total, void *label);
 

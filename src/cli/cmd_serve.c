@@ -76,6 +76,13 @@ static void serve_usage(FILE *f) {
           "  --session-kv-mb N       KV memory all idle sessions may hold; LRU eviction beyond (default 1024)\n"
           "  --prefix-cache-mb N     tenant-isolated prefix cache size (default 256; 0 = off)\n"
           "  --session-secret-file F HMAC key for session tokens (default: random per start)\n"
+          "  --state-key-file F      seal session snapshots (POST /v1/sessions/{id}/snapshot) with the SHA-256 of F\n"
+          "                          (at least 32 random bytes); without it a snapshot needs a passphrase\n"
+          "  --codec FILE.zlc        learned state codec for snapshots (zerolayer codec train); must match -m\n"
+          "  --compress-idle S       with --codec: sessions idle for S seconds (default 30) are held coded, rebuilt\n"
+          "                          by their next request; --session-kv-mb counts the code bytes\n"
+          "  --state-dir DIR         save every live session there at shutdown (sealed with --state-key-file) and\n"
+          "                          restore the unexpired ones at start (same --session-secret-file: same tokens)\n"
           "  --batch-retention S     seconds an ended message batch is kept (default 3600)\n"
           "  --batches-per-tenant N  message batches one tenant holds (default 64; 429 when all run)\n"
           "  --max-conns N           connections at once, all clients (default 1024)\n"
@@ -155,7 +162,7 @@ int cmd_serve(int argc, char **argv) {
             i++;
             continue;
         }
-        if (!strcmp(a, "--session-ttl") || !strcmp(a, "--prefill-idle")) {
+        if (!strcmp(a, "--session-ttl") || !strcmp(a, "--prefill-idle") || !strcmp(a, "--compress-idle")) {
             char *end = NULL;
             double d = v ? strtod(v, &end) : 0;
             if (!v || end == v || *end || d <= 0 || d > 1e7) {
@@ -163,6 +170,7 @@ int cmd_serve(int argc, char **argv) {
                 return cli_fail("%s: expected a positive number of seconds, got '%s'", a, v ? v : "");
             }
             if (!strcmp(a, "--session-ttl")) o.session_ttl_s = d;
+            else if (!strcmp(a, "--compress-idle")) o.compress_idle_s = d;
             else o.prefill_idle_s = d;
             i++;
             continue;
@@ -216,7 +224,7 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--cors") ||
-                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--pooling") || !strcmp(a, "--alias") || !strcmp(a, "--models-dir") ||
+                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--state-key-file") || !strcmp(a, "--codec") || !strcmp(a, "--state-dir") || !strcmp(a, "--pooling") || !strcmp(a, "--alias") || !strcmp(a, "--models-dir") ||
                    !strcmp(a, "--draft-model"))) {
             free(keys);
             return cli_fail("%s needs a value", a);
@@ -238,6 +246,9 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--pooling")) o.pooling = argv[++i];
         else if (!strcmp(a, "--models-dir")) models_dir = argv[++i];
         else if (!strcmp(a, "--session-secret-file")) o.session_secret_file = argv[++i];
+        else if (!strcmp(a, "--state-key-file")) o.state_key_file = argv[++i];
+        else if (!strcmp(a, "--codec")) o.codec_file = argv[++i];
+        else if (!strcmp(a, "--state-dir")) o.state_dir = argv[++i];
         else if (!strcmp(a, "--draft-model")) draft_model = argv[++i];
         else {
             serve_usage(stderr);

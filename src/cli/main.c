@@ -101,6 +101,25 @@ int cli_budget(const char *flag, const char *s, long n_ctx, long *out) {
     return cli_int(flag, s, 1, 1L << 30, out);
 }
 
+char *cli_read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t n = 0, cap = 4096;
+    char *b = malloc(cap);
+    for (size_t got; b && (got = fread(b + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (n + 1 == cap) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb) { free(b); b = NULL; }
+            else b = nb;
+        }
+    }
+    if (b && ferror(f)) { free(b); b = NULL; }
+    fclose(f);
+    if (b) { b[n] = 0; *len = n; }
+    return b;
+}
+
 int cli_is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
 
 char *cli_read_file(const char *path, size_t *len) {
@@ -143,6 +162,7 @@ static void usage(FILE *f) {
           "  chat        chat with a model in the terminal (its own chat template)\n"
           "  tokenize    print the token ids of a text\n"
           "  perplexity  perplexity of a text or id file; dump logits\n"
+          "  codec       train / evaluate a learned KV state codec (.zlc) for a model\n"
           "  quantize    convert a GGUF model to another tensor type\n"
           "  synth       write a random-weight llama model\n"
           "  inspect     print a GGUF file's metadata and tensors\n"
@@ -164,6 +184,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
+    if (!strcmp(c, "codec")) return cmd_codec(argc - 1, argv + 1);
     if (!strcmp(c, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 1, argv + 1);

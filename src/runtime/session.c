@@ -29,6 +29,10 @@ typedef struct sess {
     int busy, committed;
     double prefill_at;      /* monotonic ms of uncommitted typing-ahead input, 0: none */
     char *history;
+    uint8_t *coded;         /* the state coded while idle (zl_sessions_codec), seq NULL then */
+    size_t coded_bytes;
+    int coded_tokens;
+    int coding;             /* the sweeper is coding seq without the lock: wait (wait_coding) */
     struct sess *next;
 } sess;
 
@@ -70,6 +74,8 @@ struct zl_sessions {
     double last_end;    /* monotonic ms of the last release */
     uint64_t spare_bytes_mapped, spares_made, spares_taken, spares_taken_part;
     pthread_cond_t spare_cv;
+    uint64_t coded_total, decoded_total, encoded_bytes, decoded_bytes;
+    double encode_ms, decode_ms;
 };
 
 typedef struct hook_ud {
@@ -94,8 +100,12 @@ static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     if (x->state != ZL_SESS_OK) return;
     x->state = why;
     x->gone_at = zl_now_ms();
-    seq_destroy(x->seq);
-    x->seq = NULL;
+    if (!x->coding) { /* else the sweeper, still reading it, destroys it */
+        seq_destroy(x->seq);
+        x->seq = NULL;
+    }
+    free(x->coded);
+    x->coded = NULL;
     free(x->history);
     x->history = NULL;
     if (why == ZL_SESS_EXPIRED) s->expired_total++;
@@ -116,9 +126,9 @@ static void fill_info(const zl_sessions *s, const sess *x, zl_session_info *info
     info->created_unix = x->created_unix;
     info->last_used_unix = wall - (now - x->last_used) / 1e3;
     info->expires_unix = info->last_used_unix + s->o.ttl_s;
-    info->n_tokens = x->seq ? zl_seq_n_past(x->seq) : 0;
+    info->n_tokens = x->seq ? zl_seq_n_past(x->seq) : x->coded ? x->coded_tokens : 0;
     info->committed = x->committed;
-    info->kv_bytes = x->seq ? zl_seq_kv_bytes_used(x->seq) : 0;
+    info->kv_bytes = x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
     info->busy = x->busy;
 }
 
@@ -129,6 +139,11 @@ static void wait_home(zl_sessions *s, sess *x) {
     struct timespec ts = zl_deadline_ms(2000);
     while (x->state == ZL_SESS_OK && x->seq_out && !x->busy)
         if (pthread_cond_timedwait(&s->home_cv, &s->mu, &ts)) break;
+}
+
+/* Under mu: until the sweeper has finished coding x. */
+static void wait_coding(zl_sessions *s, sess *x) {
+    while (x->coding) pthread_cond_wait(&s->home_cv, &s->mu);
 }
 
 /* Under mu: a live session of this tenant, or why not. */
@@ -146,13 +161,55 @@ static void enforce_budget(zl_sessions *s) {
         size_t total = 0;
         sess *lru = NULL;
         for (sess *x = s->head; x; x = x->next) {
-            if (x->state != ZL_SESS_OK || !x->seq) continue;
-            total += zl_seq_kv_bytes_used(x->seq);
-            if (!x->busy && zl_seq_n_past(x->seq) > 0 && (!lru || x->last_used < lru->last_used)) lru = x;
+            if (x->state != ZL_SESS_OK || (!x->seq && !x->coded)) continue;
+            total += x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
+            int held = x->coded || zl_seq_n_past(x->seq) > 0;
+            if (!x->busy && held && (!lru || x->last_used < lru->last_used)) lru = x;
         }
         if (total <= s->o.kv_budget || !lru) return;
         sess_kill(s, lru, ZL_SESS_EVICTED);
     }
+}
+
+/* Under mu (dropped while coding): code the session idle longest past
+ * codec.idle_s, if any.  One a sweep, so expiry is never held up long. */
+static void code_one(zl_sessions *s) {
+    const zl_sessions_codec *c = &s->o.codec;
+    if (!c->encode || c->idle_s <= 0) return;
+    double now = zl_now_ms();
+    sess *x = NULL;
+    for (sess *y = s->head; y; y = y->next)
+        if (y->state == ZL_SESS_OK && !y->busy && !y->seq_out && !y->coding && y->seq && !y->prefill_at &&
+            zl_seq_n_past(y->seq) > 0 && now - y->last_used > c->idle_s * 1e3 && (!x || y->last_used < x->last_used))
+            x = y;
+    if (!x) return;
+    x->coding = 1;
+    zl_seq *q = x->seq;
+    pthread_mutex_unlock(&s->mu);
+    uint8_t *code = NULL;
+    size_t bytes = 0;
+    double t0 = zl_now_ms();
+    int rc = c->encode(c->ud, q, &code, &bytes);
+    double ms = zl_now_ms() - t0;
+    pthread_mutex_lock(&s->mu);
+    x->coding = 0;
+    if (x->state != ZL_SESS_OK) { /* killed meanwhile: its sequence was left to us */
+        seq_destroy(q);
+        x->seq = NULL;
+        free(code);
+    } else if (rc || x->busy) { /* a request is about to use it: keep the sequence */
+        free(code);
+    } else {
+        x->coded = code;
+        x->coded_bytes = bytes;
+        x->coded_tokens = zl_seq_n_past(q);
+        x->seq = NULL;
+        seq_destroy(q);
+        s->coded_total++;
+        s->encoded_bytes += bytes;
+        s->encode_ms += ms;
+    }
+    pthread_cond_broadcast(&s->home_cv);
 }
 
 void zl_sessions_sweep(zl_sessions *s) {
@@ -174,6 +231,7 @@ void zl_sessions_sweep(zl_sessions *s) {
         }
         pp = &x->next;
     }
+    code_one(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -339,6 +397,7 @@ void zl_sessions_free(zl_sessions *s) {
         sess *x = s->head;
         s->head = x->next;
         seq_destroy(x->seq);
+        free(x->coded);
         free(x->history);
         free(x);
     }
@@ -406,15 +465,29 @@ zl_sess_status zl_sessions_delete(zl_sessions *s, const char *id, const char *te
     return st;
 }
 
-zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *tenant) {
-    pthread_mutex_lock(&s->mu);
-    sess *x;
+/* The caller's session once its sequence is home and not being coded (under
+ * s->mu): BUSY while a request holds it. */
+static zl_sess_status lookup_idle(zl_sessions *s, const char *id, const char *tenant, sess **out) {
+    sess *x = NULL;
     zl_sess_status st = lookup(s, id, tenant, &x);
     if (st == ZL_SESS_OK) wait_home(s, x);
     if (st == ZL_SESS_OK && x->state != ZL_SESS_OK) st = x->state;
+    if (st == ZL_SESS_OK) wait_coding(s, x);
+    if (st == ZL_SESS_OK && x->state != ZL_SESS_OK) st = x->state;
     if (st == ZL_SESS_OK && (x->busy || x->seq_out)) st = ZL_SESS_BUSY;
+    *out = x;
+    return st;
+}
+
+zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *tenant) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup_idle(s, id, tenant, &x);
     if (st == ZL_SESS_OK) {
         if (x->seq) zl_seq_truncate(x->seq, 0);
+        free(x->coded);
+        x->coded = NULL;
+        x->coded_bytes = 0;
         x->committed = 0;
         x->prefill_at = 0;
         free(x->history);
@@ -552,12 +625,35 @@ static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int
         pthread_mutex_lock(&s->mu);
         sess *x;
         zl_sess_status st = lookup(s, h->id, h->tenant, &x);
+        if (st == ZL_SESS_OK) wait_coding(s, x);
+        if (st == ZL_SESS_OK && x->state != ZL_SESS_OK) st = x->state;
+        uint8_t *code = NULL;
+        size_t bytes = 0;
         if (st == ZL_SESS_OK) {
             q = x->seq;
             x->seq = NULL;
             x->seq_out = 1;
+            code = x->coded;
+            bytes = x->coded_bytes;
+            x->coded = NULL;
+            x->coded_bytes = 0;
         }
         pthread_mutex_unlock(&s->mu);
+        if (code) { /* rebuild the coded state; on failure the request simply prefills its prompt */
+            zl_err ce = {0};
+            double t0 = zl_now_ms();
+            if (zl_seq_new(&q, llm, so, &ce) || s->o.codec.decode(s->o.codec.ud, q, code, bytes)) {
+                seq_destroy(q);
+                q = NULL;
+            }
+            double ms = zl_now_ms() - t0;
+            free(code);
+            pthread_mutex_lock(&s->mu);
+            s->decoded_total++;
+            s->decoded_bytes += bytes;
+            s->decode_ms += ms;
+            pthread_mutex_unlock(&s->mu);
+        }
         if (st != ZL_SESS_OK) {
             snprintf(err, cap, "session %s", zl_sess_status_name(st));
             return ZL_EINVAL;
@@ -674,7 +770,14 @@ void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
         if (x->state != ZL_SESS_OK) continue;
         st->active++;
         if (x->seq) st->kv_bytes += zl_seq_kv_bytes_used(x->seq);
+        if (x->coded) st->kv_bytes += x->coded_bytes, st->coded++;
     }
+    st->coded_total = s->coded_total;
+    st->decoded_total = s->decoded_total;
+    st->encoded_bytes = s->encoded_bytes;
+    st->decoded_bytes = s->decoded_bytes;
+    st->encode_ms = s->encode_ms;
+    st->decode_ms = s->decode_ms;
     st->expired_total = s->expired_total;
     st->evicted_total = s->evicted_total;
     st->spare_ready = s->spare != NULL;
@@ -692,4 +795,64 @@ zl_seq *zl_sessions_peek_seq(zl_sessions *s, const char *id) {
     zl_seq *q = x && x->state == ZL_SESS_OK ? x->seq : NULL;
     pthread_mutex_unlock(&s->mu);
     return q;
+}
+
+zl_sess_status zl_sessions_copy_state(zl_sessions *s, const char *id, const char *tenant, zl_seq *dst,
+                                      char **history) {
+    *history = NULL;
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup_idle(s, id, tenant, &x);
+    if (st == ZL_SESS_OK) {
+        int n = x->seq ? zl_seq_n_past(x->seq) : 0;
+        if (n && zl_seq_copy_prefix(dst, x->seq, n, NULL)) st = ZL_SESS_LIMIT;
+        if (x->coded && s->o.codec.decode(s->o.codec.ud, dst, x->coded, x->coded_bytes)) st = ZL_SESS_LIMIT;
+        if (st == ZL_SESS_OK && x->history) *history = strdup(x->history);
+        x->last_used = zl_now_ms();
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+zl_sess_status zl_sessions_create_with(zl_sessions *s, const char *id, const char *tenant, double created_unix,
+                                       zl_seq *seq, const char *history, size_t len, zl_session_info *info) {
+    char *h = NULL;
+    if (history && !(h = malloc(len + 1))) return ZL_SESS_LIMIT;
+    if (h) { memcpy(h, history, len); h[len] = 0; }
+    zl_sess_status st = zl_sessions_create(s, id, tenant, created_unix, NULL);
+    if (st != ZL_SESS_OK) { free(h); return st; }
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    st = lookup(s, id, tenant, &x);
+    if (st == ZL_SESS_OK) {
+        x->seq = seq;
+        x->committed = zl_seq_n_past(seq);
+        x->history = h;
+        h = NULL;
+        fill_info(s, x, info);
+        enforce_budget(s);
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(h);
+    return st;
+}
+
+int zl_sessions_list(zl_sessions *s, zl_session_ref **out) {
+    *out = NULL;
+    pthread_mutex_lock(&s->mu);
+    int n = 0, k = 0;
+    for (sess *x = s->head; x; x = x->next) n += x->state == ZL_SESS_OK;
+    zl_session_ref *r = calloc((size_t)n + 1, sizeof *r);
+    double now = zl_now_ms(), wall = zl_wall_s();
+    for (sess *x = s->head; r && x; x = x->next) {
+        if (x->state != ZL_SESS_OK) continue;
+        snprintf(r[k].id, sizeof r[k].id, "%s", x->id);
+        snprintf(r[k].tenant, sizeof r[k].tenant, "%s", x->tenant);
+        r[k].created_unix = x->created_unix;
+        r[k].last_used_unix = wall - (now - x->last_used) / 1e3;
+        k++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    *out = r;
+    return r ? k : -1;
 }

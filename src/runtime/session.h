@@ -34,6 +34,18 @@
 
 typedef struct zl_sessions zl_sessions;
 
+/* Coding idle sessions (serve --compress-idle): a session idle for idle_s
+ * has its sequence replaced by encode's bytes (sweeper thread, without the
+ * store's lock: the session is marked coding and every user of its sequence
+ * waits); the next request (engine thread) or snapshot rebuilds a sequence
+ * with decode.  The store knows nothing of the coding itself. */
+typedef struct zl_sessions_codec {
+    int (*encode)(void *ud, const zl_seq *seq, uint8_t **out, size_t *bytes); /* 0 or an error */
+    int (*decode)(void *ud, zl_seq *seq, const uint8_t *in, size_t bytes);    /* into a fresh sequence */
+    void *ud;
+    double idle_s; /* 0: off */
+} zl_sessions_codec;
+
 typedef struct zl_sessions_opts {
     double ttl_s;          /* idle time before expiry (default 120) */
     double prefill_idle_s; /* typing-ahead input kept this long without a request (default 3) */
@@ -41,6 +53,7 @@ typedef struct zl_sessions_opts {
     size_t kv_budget;      /* bytes of KV all idle sessions may hold (default 1 GiB) */
     size_t pcache_bytes;   /* prefix cache bound (0: off) */
     int pcache_block;      /* tokens per prefix-cache block (default 16) */
+    zl_sessions_codec codec; /* idle sessions coded (zero: never) */
     double spare_idle_ms;  /* quiet time (no job holding a sequence) before the spare sequence is
                               mapped (default 100; < 0: none) */
 } zl_sessions_opts;
@@ -73,6 +86,10 @@ typedef struct zl_sessions_stats {
     zl_pcache_stats pcache;
     /* the spare sequence (session.c): ready now, bytes of KV pages mapped for spares so far,
      * spares completed, and fresh acquires that took one (whole or the part made so far) */
+    int coded;                                /* sessions held coded now (their bytes are in kv_bytes) */
+    uint64_t coded_total, decoded_total;      /* sessions coded / rebuilt so far */
+    uint64_t encoded_bytes, decoded_bytes;    /* code bytes produced / read so far */
+    double encode_ms, decode_ms;              /* time spent coding and rebuilding so far */
     int spare_ready;
     uint64_t spare_bytes_mapped, spares_made, spares_taken, spares_taken_part;
 } zl_sessions_stats;
@@ -88,6 +105,23 @@ zl_sess_status zl_sessions_create(zl_sessions *s, const char *id, const char *te
                                   zl_session_info *info);
 zl_sess_status zl_sessions_info(zl_sessions *s, const char *id, const char *tenant, zl_session_info *info);
 zl_sess_status zl_sessions_delete(zl_sessions *s, const char *id, const char *tenant);
+/* Snapshots: copy an idle session's cached state into dst (a fresh sequence
+ * of the same model and context; zl_seq_copy_prefix) and its stored
+ * conversation into *history (malloc'd or NULL), under the store's lock:
+ * BUSY while a request runs on it. */
+zl_sess_status zl_sessions_copy_state(zl_sessions *s, const char *id, const char *tenant, zl_seq *dst,
+                                      char **history);
+/* The live sessions now (id, tenant, created, last used): *out is malloc'd,
+ * returns the count (-1: out of memory). */
+typedef struct zl_session_ref {
+    char id[80], tenant[ZL_SESS_TENANT_MAX];
+    double created_unix, last_used_unix;
+} zl_session_ref;
+int zl_sessions_list(zl_sessions *s, zl_session_ref **out);
+/* Create a session that holds seq (a restored snapshot: its tokens are all
+ * committed) and history (may be NULL).  Takes seq on ZL_SESS_OK. */
+zl_sess_status zl_sessions_create_with(zl_sessions *s, const char *id, const char *tenant, double created_unix,
+                                       zl_seq *seq, const char *history, size_t len, zl_session_info *info);
 /* Drop the cached tokens and zero their KV memory; the session stays. */
 zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *tenant);
 /* A request starts on the session: marks it busy (one request at a time). */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "../base/err.h"
+#include "../state/snapshot.h"
 #include "pipeline.h"
 #include "sess_token.h"
 
@@ -66,7 +67,11 @@ int zl_sessions_setup(zl_srv *srv, zl_err *err) {
         .pcache_bytes = o->prefix_cache_bytes < 0 ? 0 : o->prefix_cache_bytes ? (size_t)o->prefix_cache_bytes : (size_t)256 << 20,
         .pcache_block = 16,
     };
-    return zl_sessions_new(&srv->sessions, &so, err);
+    int rc = zl_state_setup(srv, err);
+    if (!rc) rc = zl_state_idle_codec(srv, &so.codec, err);
+    if (!rc) rc = zl_sessions_new(&srv->sessions, &so, err);
+    if (rc) zl_state_free(srv);
+    return rc;
 }
 
 static void hex(const unsigned char *b, size_t n, char *out) {
@@ -143,6 +148,17 @@ static enum MHD_Result status_reply(zl_req *r, zl_sess_status st, const char *id
     default: return sess_error(r, 500, "internal", "session error");
     }
 }
+
+enum MHD_Result zl_sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return sess_error(r, status, reason, "%s", msg);
+}
+
+enum MHD_Result zl_sess_status_reply(zl_req *r, zl_sess_status st, const char *id) { return status_reply(r, st, id); }
 
 static enum MHD_Result bad_token(zl_req *r) {
     return sess_error(r, 403, "invalid_token",
@@ -301,13 +317,24 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     snprintf(created, sizeof created, "%lld", ms);
     zl_session_info in;
-    zl_sess_status st = zl_sessions_create(r->srv->sessions, id, tenant, (double)ms / 1e3, &in);
+    zl_seq *restored = NULL; /* POST {"state"}: the session starts from a snapshot (api_state.c) */
+    zl_snap_info si = {0};
+    if (b && json_object_get(b, "state") && zl_state_restore(r, b, tenant, &restored, &si)) return MHD_YES;
+    zl_sess_status st = restored ? zl_sessions_create_with(r->srv->sessions, id, tenant, (double)ms / 1e3, restored,
+                                                           si.history, si.history_len, &in)
+                                 : zl_sessions_create(r->srv->sessions, id, tenant, (double)ms / 1e3, &in);
+    free(si.history);
+    if (st != ZL_SESS_OK) zl_state_seq_free(restored);
     if (st != ZL_SESS_OK) return status_reply(r, st, id);
     char token[200];
     if (zl_sess_token_make(r->srv->sess_secret, r->srv->sess_secret_len, id, tenant, created, token, sizeof token))
         return zl_reply_error(r, ZL_E_INTERNAL, NULL, "cannot mint a token for session %s", id);
     json_t *j = info_json(&in);
     json_object_set_new(j, "token", json_string(token));
+    if (restored) {
+        json_object_set_new(j, "tokens", json_integer(si.n_tokens));
+        json_object_set_new(j, "codec", json_string(si.learned ? "learned" : "exact"));
+    }
     return zl_reply_json(r, 200, j, NULL);
 }
 
@@ -430,7 +457,7 @@ static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, 
     return ret;
 }
 
-typedef enum { SESS_GET, SESS_DELETE, SESS_FLUSH, SESS_PREFILL } sess_op;
+typedef enum { SESS_GET, SESS_DELETE, SESS_FLUSH, SESS_PREFILL, SESS_SNAPSHOT } sess_op;
 
 /* The routes on one session (r->path_id): the token must be the caller's
  * for that session. */
@@ -460,6 +487,8 @@ static enum MHD_Result sess_op_run(zl_req *r, json_t *b, sess_op op) {
                   : zl_reply_json(r, 200, json_pack("{s:s, s:s, s:b, s:i}", "id", id, "object", "session", "flushed",
                                                     1, "cached_tokens", 0),
                                   NULL);
+    case SESS_SNAPSHOT:
+        return zl_api_snapshot(r, b, id, tenant);
     case SESS_PREFILL:
         break;
     }
@@ -475,6 +504,7 @@ enum MHD_Result zl_api_session_get(zl_req *r, json_t *b) { return sess_op_run(r,
 enum MHD_Result zl_api_session_delete(zl_req *r, json_t *b) { return sess_op_run(r, b, SESS_DELETE); }
 enum MHD_Result zl_api_session_flush(zl_req *r, json_t *b) { return sess_op_run(r, b, SESS_FLUSH); }
 enum MHD_Result zl_api_session_prefill(zl_req *r, json_t *b) { return sess_op_run(r, b, SESS_PREFILL); }
+enum MHD_Result zl_api_session_snapshot(zl_req *r, json_t *b) { return sess_op_run(r, b, SESS_SNAPSHOT); }
 
 void zl_sessions_metrics(zl_srv *srv, zl_buf *o) {
     zl_sessions_stats st;
@@ -494,9 +524,20 @@ void zl_sessions_metrics(zl_srv *srv, zl_buf *o) {
                   "# TYPE zerolayer_sessions_expired_total counter\nzerolayer_sessions_expired_total %llu\n"
                   "# HELP zerolayer_sessions_evicted_total Sessions evicted (KV budget or per-tenant bound).\n"
                   "# TYPE zerolayer_sessions_evicted_total counter\nzerolayer_sessions_evicted_total %llu\n"
-                  "# HELP zerolayer_sessions_kv_bytes KV bytes held by idle sessions.\n"
-                  "# TYPE zerolayer_sessions_kv_bytes gauge\nzerolayer_sessions_kv_bytes %zu\n",
+                  "# HELP zerolayer_sessions_kv_bytes KV bytes held by idle sessions (coded ones: their code).\n"
+                  "# TYPE zerolayer_sessions_kv_bytes gauge\nzerolayer_sessions_kv_bytes %zu\n"
+                  "# HELP zerolayer_sessions_coded Idle sessions held coded (--compress-idle).\n"
+                  "# TYPE zerolayer_sessions_coded gauge\nzerolayer_sessions_coded %d\n"
+                  "# HELP zerolayer_sessions_coded_total Idle sessions coded so far.\n"
+                  "# TYPE zerolayer_sessions_coded_total counter\nzerolayer_sessions_coded_total %llu\n"
+                  "# HELP zerolayer_sessions_decoded_total Coded sessions rebuilt for a request so far.\n"
+                  "# TYPE zerolayer_sessions_decoded_total counter\nzerolayer_sessions_decoded_total %llu\n"
+                  "# HELP zerolayer_codec_encode_seconds_total Time spent coding idle sessions.\n"
+                  "# TYPE zerolayer_codec_encode_seconds_total counter\nzerolayer_codec_encode_seconds_total %.6f\n"
+                  "# HELP zerolayer_codec_decode_seconds_total Time spent rebuilding coded sessions.\n"
+                  "# TYPE zerolayer_codec_decode_seconds_total counter\nzerolayer_codec_decode_seconds_total %.6f\n",
                   (unsigned long long)st.pcache.hit_tokens, (unsigned long long)st.pcache.query_tokens, st.pcache.bytes,
                   st.pcache.entries, st.active, (unsigned long long)st.expired_total,
-                  (unsigned long long)st.evicted_total, st.kv_bytes);
+                  (unsigned long long)st.evicted_total, st.kv_bytes, st.coded, (unsigned long long)st.coded_total,
+                  (unsigned long long)st.decoded_total, st.encode_ms / 1e3, st.decode_ms / 1e3);
 }

@@ -470,7 +470,8 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     so.on_step = on_step;
     so.on_step_ud = srv;
     rc = zl_sched_new(&srv->sched, llm, &so, err);
-    if (rc) { zl_sessions_free(srv->sessions); zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
+    if (!rc && (rc = zl_state_dir_load(srv, err))) zl_sched_free(srv->sched);
+    if (rc) { zl_state_free(srv); zl_sessions_free(srv->sessions); zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
 
     struct sockaddr_in6 a6 = {0};
     struct sockaddr_in a4 = {0};
@@ -488,6 +489,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
         flags |= MHD_USE_IPv6;
     } else {
         zl_sched_free(srv->sched);
+        zl_state_free(srv);
         zl_sessions_free(srv->sessions);
         zl_chat_fmt_free(&srv->tpl);
         free(srv);
@@ -509,6 +511,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
                               MHD_OPTION_UNESCAPE_CALLBACK, url_unescape, NULL, MHD_OPTION_END);
     if (!srv->d) {
         zl_sched_free(srv->sched);
+        zl_state_free(srv);
         zl_sessions_free(srv->sessions);
         zl_chat_fmt_free(&srv->tpl);
         free(srv);
@@ -530,8 +533,10 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     zl_sched_stop(srv->sched); /* cancels running jobs, so their streams end */
     MHD_stop_daemon(srv->d);       /* no request thread runs after this ... */
     zl_batches_free(srv->batches); /* ... so none can be reading the batches it frees */
+    zl_state_dir_save(srv);        /* every session sealed once no request can touch it */
     zl_models_free(srv);
     zl_sched_free(srv->sched);
+    zl_state_free(srv);
     zl_sessions_free(srv->sessions);
     zl_chat_fmt_free(&srv->tpl);
     free(srv);

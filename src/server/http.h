@@ -20,6 +20,7 @@ struct zl_batches;
 typedef struct zl_models zl_models;
 struct zl_model_slot;
 
+typedef struct zl_srv_state zl_srv_state; /* api_state.c */
 typedef struct zl_srv {
     zl_llm *llm;
     zl_sched *sched;
@@ -36,6 +37,7 @@ typedef struct zl_srv {
     zl_models *models;             /* several models (models.c), or NULL: this one only */
     atomic_int draining;           /* SIGTERM came: every new request is a 503 */
     atomic_int in_flight;          /* requests begun and not yet completed */
+    zl_srv_state *state;           /* snapshot key, codec, model fingerprint (api_state.c) */
 } zl_srv;
 
 typedef enum { ZL_API_OPENAI = 0, ZL_API_ANTHROPIC = 1 } zl_api;
@@ -161,6 +163,7 @@ ZL_HANDLER(zl_api_session_get);
 ZL_HANDLER(zl_api_session_delete);
 ZL_HANDLER(zl_api_session_flush);
 ZL_HANDLER(zl_api_session_prefill);
+ZL_HANDLER(zl_api_session_snapshot);
 
 /* Tenants (api_sessions.c): what every stored object (sessions, cached
  * prefixes, message batches) is owned by.  "key:<sha256 hex>" of the API key
@@ -175,6 +178,33 @@ void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]);
 /* Sessions (api_sessions.c). */
 int zl_sessions_setup(zl_srv *srv, zl_err *err);
 void zl_sessions_metrics(zl_srv *srv, zl_buf *out);
+/* Session routes' errors, in the API's shape with `code` = reason
+ * (api_sessions.c), and the reply for a store status. */
+enum MHD_Result zl_sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+enum MHD_Result zl_sess_status_reply(zl_req *r, zl_sess_status st, const char *id);
+/* Snapshots (api_state.c): setup with the sessions (the model fingerprint,
+ * --state-key-file, --codec), free, the snapshot route's work once the
+ * session token is checked (zl_api_session_snapshot), and the
+ * restore behind POST /v1/sessions {"state"}: 0 and a sequence holding the
+ * state (free it with zl_state_seq_free unless a session takes it), or -1
+ * after replying. */
+struct zl_snap_info;
+int zl_state_setup(zl_srv *srv, zl_err *err);
+void zl_state_free(zl_srv *srv);
+enum MHD_Result zl_api_snapshot(zl_req *r, json_t *body, const char *id, const char *tenant);
+int zl_state_restore(zl_req *r, json_t *body, const char *tenant, zl_seq **out, struct zl_snap_info *info);
+void zl_state_seq_free(zl_seq *q);
+/* The idle-session coding of the session store (--compress-idle with
+ * --codec; zero when off). */
+int zl_state_idle_codec(const zl_srv *srv, zl_sessions_codec *out, zl_err *err);
+/* The server key (NULL: none) and the model fingerprint. */
+const uint8_t *zl_state_key(const zl_srv *srv);
+const uint8_t *zl_state_fingerprint(const zl_srv *srv);
+/* --state-dir (state_dir.c): restore the saved sessions at start (after the
+ * scheduler exists); save every live session at shutdown. */
+int zl_state_dir_load(zl_srv *srv, zl_err *err);
+void zl_state_dir_save(zl_srv *srv);
 /* Per generation request: the tenant, and the session when the request
  * names one (X-Zerolayer-Session header or body field `session`). */
 typedef struct zl_sess_req zl_sess_req;

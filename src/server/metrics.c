@@ -27,6 +27,8 @@ static struct {
     int n_req;
     hist duration, ttft, itl, batch;
     long long prompt_tokens, generated_tokens, cancelled;
+    long long snapshots[ZL_SNAPM_COUNT], encoded_bytes, decoded_bytes;
+    double state_entropy;
 } M = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .duration = {le_req, NLE(le_req), {0}, 0, 0},
@@ -69,6 +71,13 @@ void zl_metrics_ttft(double s) { LOCKED(observe(&M.ttft, s)); }
 void zl_metrics_inter_token(double s) { LOCKED(observe(&M.itl, s)); }
 void zl_metrics_batch(int n) { LOCKED(observe(&M.batch, n)); }
 void zl_metrics_cancelled(void) { LOCKED(M.cancelled++); }
+void zl_metrics_codec(size_t enc, size_t dec) {
+    LOCKED(M.encoded_bytes += (long long)enc; M.decoded_bytes += (long long)dec);
+}
+void zl_metrics_state_entropy(double bits) { LOCKED(M.state_entropy = bits); }
+void zl_metrics_snapshot(zl_snapm result, size_t enc, size_t dec) {
+    LOCKED(M.snapshots[result]++; M.encoded_bytes += (long long)enc; M.decoded_bytes += (long long)dec);
+}
 void zl_metrics_tokens(long long p, long long g) { LOCKED(M.prompt_tokens += p; M.generated_tokens += g); }
 
 static void render_hist(zl_buf *o, const char *name, const char *help, const hist *h) {
@@ -107,6 +116,18 @@ void zl_metrics_render(zl_buf *o, zl_sched *s) {
     render_scalar(o, "zerolayer_generated_tokens_total", "counter", "Tokens generated.", (double)M.generated_tokens);
     render_scalar(o, "zerolayer_requests_cancelled_total", "counter", "Generations cancelled by disconnect or stop.",
                   (double)M.cancelled);
+    static const char *const snap[ZL_SNAPM_COUNT] = {"exported", "restored", "invalid", "forbidden", "mismatch"};
+    zl_buf_puts(o, "# HELP zerolayer_state_snapshots_total Session snapshots exported and restored, by result.\n"
+                   "# TYPE zerolayer_state_snapshots_total counter\n");
+    for (int i = 0; i < ZL_SNAPM_COUNT; i++)
+        zl_buf_printf(o, "zerolayer_state_snapshots_total{result=\"%s\"} %lld\n", snap[i], M.snapshots[i]);
+    render_scalar(o, "zerolayer_codec_encoded_bytes_total", "counter", "Bytes of state coded: snapshots sealed and idle sessions coded.",
+                  (double)M.encoded_bytes);
+    render_scalar(o, "zerolayer_codec_decoded_bytes_total", "counter",
+                  "Bytes of state opened: snapshots restored and coded idle sessions rebuilt.", (double)M.decoded_bytes);
+    render_scalar(o, "zerolayer_state_entropy_bits", "gauge",
+                  "Empirical entropy of the last coded idle state's coefficients, bits per K/V element.",
+                  M.state_entropy);
     pthread_mutex_unlock(&M.mu);
     render_scalar(o, "zerolayer_requests_running", "gauge", "Sequences being generated.", st.running);
     render_scalar(o, "zerolayer_requests_waiting", "gauge", "Requests queued for a sequence slot.", st.waiting);

@@ -13,6 +13,16 @@ void zl_metrics_inter_token(double seconds);
 void zl_metrics_tokens(long long prompt, long long generated);
 void zl_metrics_batch(int n_seqs);
 void zl_metrics_cancelled(void);
+/* Session snapshots (api_state.c): one per export or restore attempt, with
+ * the bytes sealed (encoded) or opened (decoded). */
+typedef enum { ZL_SNAPM_EXPORTED, ZL_SNAPM_RESTORED, ZL_SNAPM_INVALID, ZL_SNAPM_FORBIDDEN, ZL_SNAPM_MISMATCH,
+               ZL_SNAPM_COUNT } zl_snapm;
+void zl_metrics_snapshot(zl_snapm result, size_t encoded_bytes, size_t decoded_bytes);
+/* Idle sessions coded with the learned codec (bytes produced / read), and
+ * the empirical entropy of the last coded state's coefficients (bits per
+ * K/V element: the state-health gauge). */
+void zl_metrics_codec(size_t encoded_bytes, size_t decoded_bytes);
+void zl_metrics_state_entropy(double bits);
 /* Append the exposition text (version 0.0.4) to out. */
 void zl_metrics_render(zl_buf *out, zl_sched *s);
 

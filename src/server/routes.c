@@ -41,6 +41,7 @@ static const zl_route k_routes[] = {
     {"/v1/sessions/{id}", ZL_M_DELETE, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_session_delete},
     {"/v1/sessions/{id}/flush", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_flush},
     {"/v1/sessions/{id}/prefill", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_prefill},
+    {"/v1/sessions/{id}/snapshot", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_snapshot},
 };
 
 const zl_route *zl_routes(int *n) {

@@ -42,6 +42,11 @@ typedef struct zl_server_opts {
     size_t session_kv_budget;     /* bytes, 1 GiB */
     long long prefix_cache_bytes; /* 256 MiB; < 0: off */
     const char *session_secret_file; /* NULL: random per start */
+    const char *state_key_file;      /* snapshots sealed with the SHA-256 of this file (>= 32 bytes); NULL: only
+                                        passphrase snapshots */
+    const char *codec_file;          /* learned state codec (.zlc) for snapshots; NULL: exact only */
+    double compress_idle_s;          /* sessions idle this long are held coded (needs codec_file); 0: never */
+    const char *state_dir;           /* sessions saved at shutdown and restored at start (state_dir.c) */
     /* message batches (0: defaults) */
     double batch_retention_s; /* an ended batch is dropped after this (3600) */
     int batches_per_tenant;   /* 64 */

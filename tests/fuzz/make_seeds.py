@@ -179,3 +179,41 @@ framed = [
 ]
 for i, (route, b) in enumerate(framed):
     write("http", "route%d" % i, bytes([1, route]) + json.dumps(b).encode())
+
+# zlc: valid codec files (identity directions, unit variances, bits within the
+# ratio's budget) of a small shape and of stories260K's (5 layers, 4 KV heads,
+# head_dim 8), and one with a table over budget.
+def zlc(n_layers, n_heads, hd, ratio, bits_fn, n_sink=4):
+    out = b"ZLCODEC\0" + struct.pack("<II", 1, 12) + bytes(range(32)) + struct.pack("<f", ratio)
+    out += struct.pack("<IIII", n_layers, n_heads, hd, n_sink)
+    for _ in range(n_layers * n_heads * 2):
+        t = [0.0] * hd  # mean
+        t += [1.0 if i == j else 0.0 for i in range(hd) for j in range(hd)]  # basis
+        t += [1.0] * hd  # var
+        t += [4.0 / (1 << b) for _ in range(hd) for b in range(1, 13)]  # steps
+        t += [1.0 / (1 << (2 * b)) for _ in range(hd) for b in range(13)]  # mse
+        out += struct.pack("<%df" % len(t), *t) + bytes(bits_fn(k) for k in range(hd))
+    return out + b"ZLCEND\0\0"
+
+
+write("zlc", "small.zlc", zlc(1, 1, 4, 0.25, lambda k: 4 if k == 0 else 0))
+write("zlc", "stories260K_shape.zlc", zlc(5, 4, 8, 0.0625, lambda k: [3, 2, 2, 1, 0, 0, 0, 0][k]))
+write("zlc", "over_budget.zlc", zlc(1, 1, 4, 0.0625, lambda k: 2))
+
+# snapshot: form byte, then a client blob (form 0) or a payload the harness
+# seals (form 1; 3: learned codec).  Payloads for stories260K (5 layers, 4 KV
+# heads x 8: 640 f16 bytes of rows a position): tokens, history, rows.
+def payload(tokens, hist=b"", f16=True, learned=False):
+    n = len(tokens)
+    p = struct.pack("<IIB3x", n, len(hist), 0 if f16 else 1) + struct.pack("<%di" % n, *tokens) + hist  # zl_kv_type
+    if not learned:
+        return p + b"\0" * (5 * 2 * n * 32 * (2 if f16 else 4))
+    ns = min(n, 4)
+    return p + b"\0" * (5 * 2 * ns * 32 * 2) + b"\x55" * ((n - ns) * 160)  # ratio 1/4: 1280 bits a token
+
+
+write("snapshot", "exact_f16", b"\1" + payload([1, 2, 3], b'[{"role":"user","content":"hi"}]'))
+write("snapshot", "exact_f32", b"\1" + payload([1, 400], f16=False))
+write("snapshot", "learned", b"\3" + payload([1, 5, 9, 13, 17, 21, 25], learned=True))
+write("snapshot", "empty", b"\1" + payload([]))
+write("snapshot", "client_blob", b"\0" + b"ZLSNAP1\0" + struct.pack("<I", 1) + b"\0" * 200)

@@ -75,7 +75,8 @@ Test(routes, strict_paths_are_404) {
     zl_server_opts o = opts(0);
     const char *bad[] = {"/health%00.json", "/health%00", "/v1/models%00x", "/health/", "/HEALTH", "/healthz",
                          "/v1/chat/completions/", "/v1/chat/completionsX", "/v1/messages/batches//results",
-                         "/v1/messages/batches/x/results/more", "/v1/sessions/", "/v1/sessions//flush", "/", ""};
+                         "/v1/messages/batches/x/results/more", "/v1/sessions/", "/v1/sessions//flush",
+                         "/v1/sessions//snapshot", "/v1/sessions/x/snapshot/", "/", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         zl_route_verdict v;
         decide(&o, "GET", bad[i], NULL, 0, &v);
@@ -108,6 +109,7 @@ Test(routes, wrong_method_is_405_with_allow) {
         {"PUT", "/health", "GET, HEAD"},
         {"POST", "/v1/sessions/abc", "GET, HEAD, DELETE"},
         {"GET", "/v1/messages/batches/abc/cancel", "POST"},
+        {"DELETE", "/v1/sessions/abc/snapshot", "POST"},
         {"OPTIONS", "/v1/messages", "POST"}, /* no --cors: a preflight is a method like any other */
     };
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# server_state_dir.sh — sessions that survive a restart (`serve --state-dir`,
+# src/server/state_dir.c) on stories260K:
+#   - at shutdown each live session is sealed into DIR/<id>.zls (a deleted one
+#     is not); a restart with the same --state-key-file and
+#     --session-secret-file restores it: the old token works, it holds the same
+#     tokens, and its next turn is the greedy text of re-prefilling;
+#   - kill -9 in the middle of a write (ZL_STATE_WRITE_PAUSE_MS holds the
+#     write halfway) leaves the previous file whole: the next start removes
+#     the partial temporary file and restores the previous state;
+#   - a wrong key or a damaged file is reported and skipped, never loaded;
+#     the server still starts;
+#   - --state-dir without --state-key-file is a one-line error;
+#   - a full disk (a 64 KiB tmpfs, when this user may mount one) is a clear
+#     error line and leaves no file behind.
+# usage: server_state_dir.sh BIN ROOT
+set -uo pipefail
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+ROOT=$(cd "$2" && pwd)
+. "$ROOT/tests/real/serve_lib.sh"
+MODEL="$ROOT/models/stories260K.gguf"
+D="$T/state"
+head -c 48 /dev/urandom >"$T/key"; head -c 48 /dev/urandom >"$T/key2"; head -c 32 /dev/urandom >"$T/secret"
+fails=0
+check() { if [ "$1" = 0 ]; then echo "ok   $2"; else echo "FAIL $2"; fails=$((fails + 1)); fi; }
+stop() { kill -TERM "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null; SRV=; }
+start() { zl_serve_start -m "$MODEL" --ctx 512 --state-key-file "${KEY:-$T/key}" --session-secret-file "$T/secret" --state-dir "$D" "$@"; }
+py() { python3 - "$URL" "$T" "$@"; }
+cat >"$T/lib.py" <<'PY'
+import json, sys, urllib.request, urllib.error
+URL, T = sys.argv[1], sys.argv[2]
+def req(path, body=None, token=None, method='POST'):
+    h = {'content-type': 'application/json', 'X-Zerolayer-User': 'alice'}
+    if token: h['X-Zerolayer-Session'] = token
+    r = urllib.request.Request(URL + path, json.dumps(body).encode() if body is not None else None, h, method=method)
+    try:
+        with urllib.request.urlopen(r, timeout=120) as f: return f.status, json.load(f)
+    except urllib.error.HTTPError as e: return e.code, json.load(e)
+def complete(prompt, token=None):
+    st, j = req('/v1/completions', {'prompt': prompt, 'max_tokens': 16, 'temperature': 0}, token)
+    assert st == 200, (st, j)
+    return j['choices'][0]['text'], j['timings']['cached_tokens']
+P1, P2 = 'Once upon a time', ' One day, she went to the park'
+PY
+
+start || exit 1
+py <<'PY'
+import sys; exec(open(sys.argv[2] + '/lib.py').read())
+st, s = req('/v1/sessions', {})
+t1, _ = complete(P1, s['token'])
+st, gone = req('/v1/sessions', {})
+req('/v1/sessions/' + gone['id'], None, gone['token'], 'DELETE')
+st, info = req('/v1/sessions/' + s['id'], None, s['token'], 'GET')
+json.dump({'s': s, 't1': t1, 'n': info['cached_tokens']}, open(T + '/s.json', 'w'))
+PY
+stop
+grep -q "saved 1 of 1 sessions" "$T/server.log"; check $? "shutdown saves the live session: $(grep state-dir "$T/server.log")"
+[ "$(ls "$D" | wc -l)" = 1 ] && ls "$D"/*.zls >/dev/null; check $? "one file, the deleted session has none: $(ls "$D")"
+SUM1=$(sha256sum "$D"/*.zls | cut -d' ' -f1)
+
+ZL_STATE_WRITE_PAUSE_MS=4000 start || exit 1
+grep -q "restored 1 sessions" "$T/server.log"; check $? "restart restores it: $(grep state-dir "$T/server.log")"
+py <<'PY'
+import sys; exec(open(sys.argv[2] + '/lib.py').read())
+d = json.load(open(T + '/s.json')); s = d['s']
+st, info = req('/v1/sessions/' + s['id'], None, s['token'], 'GET')
+ok = st == 200 and info['cached_tokens'] == d['n']
+print(('ok   ' if ok else 'FAIL ') + 'the old token works and the session holds its %d tokens (%s)' % (d['n'], info))
+t2, cached = complete(P1 + d['t1'] + P2, s['token'])
+ref, _ = complete(P1 + d['t1'] + P2)
+ok2 = t2 == ref and cached >= d['n'] - 1
+print(('ok   ' if ok2 else 'FAIL ') + 'its next turn is the re-prefill greedy text (%d cached): %r' % (cached, t2))
+sys.exit(0 if ok and ok2 else 1)
+PY
+check $? "restored session continues"
+# kill -9 halfway through the next save: the previous file must survive
+kill -TERM "$SRV"
+for _ in $(seq 100); do ls "$D"/.*.tmp >/dev/null 2>&1 && break; sleep 0.05; done
+ls "$D"/.*.tmp >/dev/null 2>&1; check $? "a save is in progress (temporary file)"
+kill -9 "$SRV"; wait "$SRV" 2>/dev/null; SRV=
+[ "$(sha256sum "$D"/*.zls | cut -d' ' -f1)" = "$SUM1" ]; check $? "after kill -9 mid-write the previous file is intact"
+
+start || exit 1
+grep -q "restored 1 sessions" "$T/server.log" && ! ls "$D"/.*.tmp >/dev/null 2>&1; check $? "the next start drops the partial file and restores the previous state"
+py <<'PY'
+import sys; exec(open(sys.argv[2] + '/lib.py').read())
+d = json.load(open(T + '/s.json')); s = d['s']
+st, info = req('/v1/sessions/' + s['id'], None, s['token'], 'GET')
+t2, cached = complete(P1 + d['t1'] + P2, s['token'])
+ref, _ = complete(P1 + d['t1'] + P2)
+sys.exit(0 if st == 200 and info['cached_tokens'] == d['n'] and t2 == ref else 1)
+PY
+check $? "and it continues exactly from the previous state"
+stop
+# wrong key, damaged file
+printf 'ZLSESS1\ngarbage' >"$D/zs_broken.zls"
+KEY="$T/key2" start || exit 1
+grep -q "zs_broken.zls not restored: not a session file" "$T/server.log" && grep -q "not restored: invalid_state" "$T/server.log" &&
+  grep -q "restored 0 sessions" "$T/server.log"; check $? "a wrong key and a damaged file are skipped: $(grep 'not restored' "$T/server.log" | head -2)"
+py <<'PY'
+import sys; exec(open(sys.argv[2] + '/lib.py').read())
+d = json.load(open(T + '/s.json'))
+st, j = req('/v1/sessions/' + d['s']['id'], None, d['s']['token'], 'GET')
+sys.exit(0 if st == 404 else 1)
+PY
+check $? "nothing was loaded (404)"
+kill -9 "$SRV"; wait "$SRV" 2>/dev/null; SRV=
+"$BIN" serve -m "$MODEL" --port 0 --state-dir "$D" 2>"$T/nokey.err" >/dev/null
+[ $? != 0 ] && grep -q "^zerolayer: .*--state-dir needs --state-key-file" "$T/nokey.err"; check $? "--state-dir without a key: $(cat "$T/nokey.err")"
+# a full disk
+mkdir -p "$T/full"
+if mount -t tmpfs -o size=64k tmpfs "$T/full" 2>/dev/null; then
+  D="$T/full" start || exit 1
+  py <<'PY'
+import sys; exec(open(sys.argv[2] + '/lib.py').read())
+st, s = req('/v1/sessions', {})
+complete(P1 * 40, s['token'])
+PY
+  stop
+  grep -q "writing .* failed: No space left on device" "$T/server.log" && [ -z "$(ls -A "$T/full")" ]; check $? "a full disk: $(grep 'failed' "$T/server.log"), nothing left: $(ls -A "$T/full")"
+  umount "$T/full"
+else
+  echo "SKIP full disk: cannot mount a tmpfs here"
+fi
+echo "fails: $fails"
+[ $fails = 0 ]

@@ -46,7 +46,7 @@ int zl_ctl_parse(const zl_job_ctl *defaults, int n_ctx, zl_hdr_fn hdr, void *hdr
                  zl_verr *e) {
     memset(rc, 0, sizeof *rc);
     zl_job_ctl c = *defaults;
-    const char *budget_src = "--kv-budget";
+    const char *budget_src = "--kv-budget", *window_src = NULL;
     json_t *z = b ? json_object_get(b, "zerolayer") : NULL;
     if (z && json_is_null(z)) z = NULL;
     if (z && !json_is_object(z)) return zl_verr_set(e, "zerolayer", "zerolayer: expected an object");
@@ -55,10 +55,10 @@ int zl_ctl_parse(const zl_job_ctl *defaults, int n_ctx, zl_hdr_fn hdr, void *hdr
         json_t *v;
         json_object_foreach(z, k, v) {
             if (strcmp(k, "validation") && strcmp(k, "ring") && strcmp(k, "kv_policy") && strcmp(k, "kv_budget") &&
-                strcmp(k, "anchors") && strcmp(k, "compute"))
+                strcmp(k, "kv_window") && strcmp(k, "anchors") && strcmp(k, "compute"))
                 return zl_verr_set(e, "zerolayer",
                                    "zerolayer.%.64s: unknown field (expected validation, ring, kv_policy, kv_budget, "
-                                   "anchors, compute)", k);
+                                   "kv_window, anchors, compute)", k);
         }
     }
 #define HDR(name) hdr(hdr_ud, name)
@@ -115,6 +115,9 @@ int zl_ctl_parse(const zl_job_ctl *defaults, int n_ctx, zl_hdr_fn hdr, void *hdr
                                    "zerolayer.kv_budget: expected a token count >= 1 or a fraction of the context in (0, 1]");
             budget_src = "zerolayer.kv_budget";
         }
+        h = zl_jv_int(z, "kv_window", "zerolayer", 0, 1, 1 << 30, &x, e);
+        if (h < 0) return -1;
+        if (h) c.kv_window = (int)x, window_src = "zerolayer.kv_window";
         v = json_object_get(z, "anchors");
         if (v && !json_is_null(v)) {
             if (!json_is_array(v) || json_array_size(v) > 64)
@@ -152,6 +155,14 @@ int zl_ctl_parse(const zl_job_ctl *defaults, int n_ctx, zl_hdr_fn hdr, void *hdr
                                h);
         budget_src = "X-Zerolayer-KV-Budget";
     }
+    if ((h = HDR("X-Zerolayer-KV-Window"))) {
+        long x;
+        if (ctl_int(h, 1, 1L << 30, &x))
+            return zl_verr_set(e, "X-Zerolayer-KV-Window",
+                               "X-Zerolayer-KV-Window: expected a token count >= 1, got '%.64s'", h);
+        c.kv_window = (int)x;
+        window_src = "X-Zerolayer-KV-Window";
+    }
     if ((h = HDR("X-Zerolayer-Stream-Buffer"))) {
         long x;
         if (ctl_int(h, 0, 1 << 20, &x))
@@ -160,6 +171,10 @@ int zl_ctl_parse(const zl_job_ctl *defaults, int n_ctx, zl_hdr_fn hdr, void *hdr
         rc->stream_buffer = (int)x;
     }
 #undef HDR
+    /* a recent window with the rest of the budget for heavy hitters is the anchor policy's alone */
+    if (window_src && c.kv_policy != ZL_KV_POLICY_ANCHOR)
+        return zl_verr_set(e, window_src, "%s: a recent window before heavy hitters needs the anchor KV policy, not %s",
+                           window_src, zl_kv_policy_name(c.kv_policy));
     if (c.kv_policy != ZL_KV_POLICY_FULL) {
         int bud = zl_job_ctl_budget(&c, n_ctx);
         if (bud < ZL_KV_BUDGET_MIN)

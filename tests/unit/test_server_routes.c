@@ -361,6 +361,13 @@ Test(controls, valid_headers_and_fields) {
     hdr_kv h3[] = {{"X-Zerolayer-KV-Policy", "anchor"}, {"X-Zerolayer-KV-Budget", "0.5"}, {NULL, NULL}};
     cr_assert_eq(ctl(h3, NULL, &c, &e), 0, "%s", e.msg);
     cr_expect_float_eq(c.ctl.kv_frac, 0.5f, 1e-6);
+    cr_expect_eq(c.ctl.kv_window, 0);
+    /* heavy hitters: a recent window under the anchor policy, from a header or the body */
+    hdr_kv hw[] = {{"X-Zerolayer-KV-Policy", "anchor"}, {"X-Zerolayer-KV-Window", "96"}, {NULL, NULL}};
+    cr_assert_eq(ctl(hw, NULL, &c, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.ctl.kv_window, 96);
+    cr_assert_eq(ctl(NULL, "{\"zerolayer\": {\"kv_policy\": \"anchor\", \"kv_window\": 80}}", &c, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.ctl.kv_window, 80);
     /* every policy name of the engine's table parses */
     const char *names[] = {"full", "window", "anchor"};
     for (int i = 0; i < 3; i++) {
@@ -394,6 +401,7 @@ Test(controls, invalid_values_name_the_header_or_field) {
         {"X-Zerolayer-KV-Budget", "1.5", NULL},   {"X-Zerolayer-KV-Budget", "abc", NULL},
         {"X-Zerolayer-Compute", "fast", NULL},    {"X-Zerolayer-Stream-Buffer", "-1", NULL},
         {"X-Zerolayer-Stream-Buffer", "9999999", NULL},
+        {"X-Zerolayer-KV-Window", "0", NULL},     {"X-Zerolayer-KV-Window", "64", NULL}, /* no anchor policy */
     };
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++) {
         hdr_kv h[] = {{hs[i].k, hs[i].v}, {NULL, NULL}};
@@ -414,6 +422,8 @@ Test(controls, invalid_values_name_the_header_or_field) {
         {"{\"zerolayer\": {\"ring\": 99}}", "zerolayer.ring"},
         {"{\"zerolayer\": {\"validation\": \"perhaps\"}}", "zerolayer.validation"},
         {"{\"zerolayer\": {\"kv_policy\": \"x\"}}", "zerolayer.kv_policy"},
+        {"{\"zerolayer\": {\"kv_window\": 0, \"kv_policy\": \"anchor\"}}", "zerolayer.kv_window"},
+        {"{\"zerolayer\": {\"kv_window\": 64, \"kv_policy\": \"window\"}}", "zerolayer.kv_window"},
         {"{\"zerolayer\": {\"kv_budget\": 0}}", "zerolayer.kv_budget"},
         {"{\"zerolayer\": {\"kv_budget\": \"lots\"}}", "zerolayer.kv_budget"},
         {"{\"zerolayer\": {\"anchors\": [\"\"]}}", "zerolayer.anchors"},

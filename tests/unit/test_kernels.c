@@ -862,8 +862,8 @@ Test(vec_dot, tile_kernels) {
                 for (int nrows = tk.rows; nrows >= 1; nrows -= tk.rows - 3) { /* full, then partial groups */
                     const size_t rb = zl_row_size(t, n), xs = zl_row_size(p, n);
                     const size_t ps = prep ? (pk.size(n) + 63) / 64 * 64 : xs;
-                    uint8_t *w = malloc(rb * (size_t)nrows), *x = malloc(8 * xs), *xp = aligned_alloc(64, 8 * ps);
-                    uint8_t *packed = aligned_alloc(64, tk.size(n));
+                    uint8_t *w = malloc(rb * (size_t)nrows), *x = malloc(8 * xs), *xp = aligned_alloc(64, (8 * ps + 63) / 64 * 64);
+                    uint8_t *packed = aligned_alloc(64, (tk.size(n) + 63) / 64 * 64); /* sizes: multiples of the alignment */
                     for (int r = 0; r < nrows; r++) random_weight_row(t, w + r * rb, n);
                     for (int k = 0; k < 8; k++) {
                         random_partner_row(p, x + k * xs, n);

@@ -2,7 +2,7 @@
  * are handed to the engine thread (acquire) and back (release) under it, and
  * zeroed/freed only while no job holds them.  A linked list scanned linearly:
  * tens to hundreds of sessions, touched once per request.  Runtime layer:
- * reaches the engine only through zerolayer.h and sched.h (job hooks). */
+ * reaches the engine only through zerolayer.h; it knows no jobs (leases). */
 #include "session.h"
 
 #include <pthread.h>
@@ -78,11 +78,11 @@ struct zl_sessions {
     double encode_ms, decode_ms;
 };
 
-typedef struct hook_ud {
+struct zl_sess_lease {
     zl_sessions *s;
     char tenant[ZL_SESS_TENANT_MAX], id[80];
     int has_id, prefill;
-} hook_ud;
+};
 
 const char *zl_sess_status_name(zl_sess_status st) {
     static const char *const n[] = {"ok", "unknown", "forbidden", "expired", "evicted", "deleted", "busy", "limit"};
@@ -555,7 +555,7 @@ zl_sess_status zl_sessions_check(zl_sessions *s, const char *id) {
     return st;
 }
 
-/* ---------------- job hooks (engine thread) ---------------- */
+/* ---------------- leases (engine thread) ---------------- */
 
 static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
     int n = na < nb ? na : nb, i = 0;
@@ -615,7 +615,7 @@ static int fresh_seq(zl_sessions *s, zl_llm *llm, const zl_seq_opts *so, int n_p
     return zl_seq_new(out, llm, so, e);
 }
 
-static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt,
+static int acquire_seq(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt,
                        zl_seq **seq, int *n_reused, char *err, size_t cap) {
     zl_sessions *s = h->s;
     zl_seq *q = NULL;
@@ -687,9 +687,8 @@ static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int
 
 /* A job holds a sequence from here until its release: the sweeper makes
  * no spare meanwhile (in_flight). */
-static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt,
-                        zl_seq **seq, int *n_reused, char *err, size_t cap) {
-    hook_ud *h = ud;
+int zl_sess_lease_acquire(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt,
+                          int n_prompt, zl_seq **seq, int *n_reused, char *err, size_t cap) {
     zl_sessions *s = h->s;
     pthread_mutex_lock(&s->mu);
     s->in_flight++;
@@ -706,10 +705,8 @@ static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int3
     return rc;
 }
 
-static void hook_release(void *ud, zl_seq *q, zl_finish why) {
-    hook_ud *h = ud;
+void zl_sess_lease_release(zl_sess_lease *h, zl_seq *q) {
     zl_sessions *s = h->s;
-    (void)why;
     pthread_mutex_lock(&s->mu);
     s->in_flight--;
     s->last_end = zl_now_ms();
@@ -746,9 +743,10 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
     seq_destroy(q); /* the session went away while the job ran */
 }
 
-int zl_sessions_hook_job(zl_sessions *s, zl_job *j, const char *tenant, const char *id, int prefill) {
+int zl_sessions_lease(zl_sessions *s, const char *tenant, const char *id, int prefill, zl_sess_lease **out) {
+    *out = NULL;
     if (tenant && strlen(tenant) >= ZL_SESS_TENANT_MAX) return ZL_EINVAL; /* never cut */
-    hook_ud *h = calloc(1, sizeof *h);
+    zl_sess_lease *h = calloc(1, sizeof *h);
     if (!h) return ZL_ENOMEM;
     h->s = s;
     snprintf(h->tenant, sizeof h->tenant, "%s", tenant ? tenant : "");
@@ -757,11 +755,11 @@ int zl_sessions_hook_job(zl_sessions *s, zl_job *j, const char *tenant, const ch
         h->has_id = 1;
     }
     h->prefill = prefill;
-    zl_job_hooks hk = {hook_acquire, hook_release, free, h};
-    zl_job_set_hooks(j, &hk);
-    if (prefill) zl_job_set_prefill_only(j);
+    *out = h;
     return 0;
 }
+
+void zl_sess_lease_free(zl_sess_lease *l) { free(l); }
 
 void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
     memset(st, 0, sizeof *st);

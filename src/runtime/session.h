@@ -1,5 +1,6 @@
 /* session.h — sessions that keep a sequence's KV between requests, and the
- * job hooks (sched.h) through which every request reaches the prefix cache.
+ * leases through which every request's sequence comes from a session or the
+ * tenant's prefix cache and goes back there.
  *
  * A session belongs to one tenant.  While idle it holds its sequence; a
  * request on it borrows the sequence (acquire: the longest common token
@@ -26,7 +27,7 @@
 #include <stdint.h>
 
 #include "prefix_cache.h"
-#include "../engine/sched.h"
+#include "zerolayer.h"
 
 /* Tenant strings are shorter than this; longer ones are refused, never cut
  * (two tenants sharing the first bytes must not become one). */
@@ -135,10 +136,26 @@ char *zl_sessions_history(zl_sessions *s, const char *id, const char *tenant);
  * checks this between chunks; a busy session past its deadline expires here.) */
 zl_sess_status zl_sessions_check(zl_sessions *s, const char *id);
 
-/* Install acquire/release hooks on a job before submit: through the session
- * `id` when non-NULL, else through the tenant's prefix cache.  prefill: the
- * job is typing-ahead input (kept uncommitted). */
-int zl_sessions_hook_job(zl_sessions *s, zl_job *j, const char *tenant, const char *id, int prefill);
+/* A lease: where one request's sequence comes from and goes back to, through
+ * the session `id` when non-NULL, else through the tenant's prefix cache.
+ * prefill: the request is typing-ahead input (kept uncommitted).  The store
+ * knows no jobs: whoever runs the request (the server, over the engine's job
+ * hooks) calls acquire once before the first forward and, when it got a
+ * sequence, release once at the end; both on the thread that runs forwards.
+ * Returns 0, ZL_EINVAL (tenant or id too long: never cut) or ZL_ENOMEM. */
+typedef struct zl_sess_lease zl_sess_lease;
+int zl_sessions_lease(zl_sessions *s, const char *tenant, const char *id, int prefill, zl_sess_lease **out);
+/* Hand over a sequence for prompt: its first *n_reused tokens (< n_prompt)
+ * equal the prompt's (a session's or the cache's), the rest is to evaluate.
+ * Returns 0, or an error code with a message in err (a session that is gone:
+ * "session <status>"); on an error *seq is NULL. */
+int zl_sess_lease_acquire(zl_sess_lease *l, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt,
+                          int n_prompt, zl_seq **seq, int *n_reused, char *err, size_t err_cap);
+/* Take seq back when the request ended: into its session (committed unless
+ * prefill), or into the prefix cache; zeroed and freed when the session went
+ * away meanwhile. */
+void zl_sess_lease_release(zl_sess_lease *l, zl_seq *seq);
+void zl_sess_lease_free(zl_sess_lease *l);
 
 void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st);
 

@@ -28,6 +28,7 @@
 
 #include "../base/err.h"
 #include "../state/snapshot.h"
+#include "lease.h"
 #include "pipeline.h"
 #include "sess_token.h"
 
@@ -259,7 +260,7 @@ int zl_sess_merge(zl_sess_req *c, zl_req *r, const zl_chat_msg *msgs, int n, zl_
 
 static int hook_job(void *ud, zl_job *j, int choice) {
     zl_sess_req *c = ud;
-    return zl_sessions_hook_job(c->srv->sessions, j, c->tenant, choice == 0 && c->id[0] ? c->id : NULL, 0);
+    return zl_job_lease(j, c->srv->sessions, c->tenant, choice == 0 && c->id[0] ? c->id : NULL, 0);
 }
 
 static void on_end(zl_gen *g, void *ud) {
@@ -430,7 +431,7 @@ static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, 
     zl_sampling smp = zl_sampling_defaults();
     smp.temp = 0;
     zl_job *j = zl_job_new(ids, (int)n_ids, &smp, 1, -1);
-    if (!j || zl_sessions_hook_job(srv->sessions, j, tenant, id, 1)) {
+    if (!j || zl_job_lease(j, srv->sessions, tenant, id, 1)) {
         zl_job_release(j);
         return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
     }

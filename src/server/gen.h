@@ -15,7 +15,7 @@
 #ifndef ZL_GEN_H
 #define ZL_GEN_H
 
-#include "../engine/sched.h"
+#include "zerolayer_sched.h"
 #include "jsonv.h"
 
 typedef enum {

@@ -14,6 +14,7 @@
  * timeout (ZL_WAIT_MS) only bounds how long a socket goes unchecked during
  * one long step; short slices would only wake every connection thread many
  * times per step on cores the forward pass needs. */
+#include "../base/clock.h"
 #include "http.h"
 
 #include <arpa/inet.h>

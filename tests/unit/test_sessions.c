@@ -14,6 +14,7 @@
 #include "engine/engine_internal.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/session.h"
+#include "server/lease.h"
 #include "kv/kv.h"
 #include "zerolayer.h"
 
@@ -45,7 +46,7 @@ static int run_job(zl_sessions *ss, const char *tenant, const char *sid, int pre
     zl_sampling smp = zl_sampling_defaults();
     smp.temp = 0;
     zl_job *j = zl_job_new(p, n, &smp, max_tokens, -1);
-    if (ss) cr_assert_eq(zl_sessions_hook_job(ss, j, tenant, sid, prefill), 0);
+    if (ss) cr_assert_eq(zl_job_lease(j, ss, tenant, sid, prefill), 0);
     cr_assert_eq(zl_sched_submit(g_sched, j), 0);
     zl_job_tok buf[256];
     int got = 0;
@@ -329,7 +330,7 @@ static zl_job *submit(zl_sessions *ss, const char *tenant, const char *sid, cons
     zl_sampling smp = zl_sampling_defaults();
     smp.temp = 0;
     zl_job *j = zl_job_new(p, n, &smp, max_tokens, -1);
-    cr_assert_eq(zl_sessions_hook_job(ss, j, tenant, sid, 0), 0);
+    cr_assert_eq(zl_job_lease(j, ss, tenant, sid, 0), 0);
     cr_assert_eq(zl_sched_submit(g_sched, j), 0);
     return j;
 }

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "../base/assert.h"
 #include "../base/clock.h"
 #include "../base/err.h"
 
@@ -25,7 +26,7 @@ typedef struct sess {
     double last_used;       /* monotonic ms */
     double gone_at;         /* monotonic ms, tombstones */
     zl_seq *seq;            /* NULL while a job holds it, or before the first request */
-    int seq_out;            /* a job holds the sequence */
+    int seq_out;            /* leases that took the session (their jobs hold its sequence) */
     int busy, committed;
     double prefill_at;      /* monotonic ms of uncommitted typing-ahead input, 0: none */
     char *history;
@@ -82,7 +83,40 @@ struct zl_sess_lease {
     zl_sessions *s;
     char tenant[ZL_SESS_TENANT_MAX], id[80];
     int has_id, prefill;
+    int took; /* acquire counted itself in the session's seq_out; release (or a failed acquire) uncounts */
 };
+
+/* The session state machine, after SQLite's assert_pager_state.  States of a
+ * live session (state OK), each named by its fields, and the one function
+ * for every transition:
+ *
+ *   idle    seq (or coded, or neither before the first request)
+ *   busy    a request runs on it           zl_sessions_begin -> zl_sessions_end
+ *   out     its sequence is a job's        zl_sess_lease_acquire -> _release
+ *   coding  the sweeper reads its seq      code_one (idle, not busy, not out)
+ *
+ * and the tombstone (EXPIRED, EVICTED, DELETED), entered once from a live
+ * state by sess_kill and left only by the sweep that frees it.  sess_ok
+ * checks, under mu, what holds between two calls:
+ *   S1  state is OK or a tombstone kind;
+ *   S2  a tombstone holds no coded state and no history, and a sequence only
+ *       while the sweeper codes it (it destroys it then);
+ *   S3  sequence ownership: a sequence has one owner at a time; the store
+ *       holds at most one of seq and coded; a lease takes the session's
+ *       sequence (out: seq_out counts the leases that took it) and its
+ *       release puts the job's sequence back only where the session holds
+ *       none (two leases may overlap: typing-ahead during a request);
+ *   S4  coding reads a sequence the store holds: seq set, nothing out;
+ *   S5  committed tokens are tokens the held sequence has. */
+static inline int sess_ok(const sess *x) {
+    int live = x->state == ZL_SESS_OK;
+    ZL_ASSERT(live || x->state == ZL_SESS_EXPIRED || x->state == ZL_SESS_EVICTED || x->state == ZL_SESS_DELETED);
+    ZL_ASSERT(live || (!x->coded && !x->history && (!x->seq || x->coding)));
+    ZL_ASSERT(!(x->seq && x->coded) && x->seq_out >= 0);
+    ZL_ASSERT(!x->coding || (x->seq && !x->seq_out));
+    ZL_ASSERT(x->committed >= 0 && (!live || !x->seq || x->coding || x->committed <= zl_seq_n_past(x->seq)));
+    return 1;
+}
 
 const char *zl_sess_status_name(zl_sess_status st) {
     static const char *const n[] = {"ok", "unknown", "forbidden", "expired", "evicted", "deleted", "busy", "limit"};
@@ -98,6 +132,7 @@ static void seq_destroy(zl_seq *q) {
 /* Under mu: turn a live session into a tombstone. */
 static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     if (x->state != ZL_SESS_OK) return;
+    ZL_ASSERT(why == ZL_SESS_EXPIRED || why == ZL_SESS_EVICTED || why == ZL_SESS_DELETED); /* live -> tombstone */
     x->state = why;
     x->gone_at = zl_now_ms();
     if (!x->coding) { /* else the sweeper, still reading it, destroys it */
@@ -110,6 +145,7 @@ static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     x->history = NULL;
     if (why == ZL_SESS_EXPIRED) s->expired_total++;
     if (why == ZL_SESS_EVICTED) s->evicted_total++;
+    ZL_ASSERT(sess_ok(x));
 }
 
 static sess *find(zl_sessions *s, const char *id) {
@@ -151,6 +187,7 @@ static zl_sess_status lookup(zl_sessions *s, const char *id, const char *tenant,
     sess *x = find(s, id);
     *out = x;
     if (!x) return ZL_SESS_UNKNOWN;
+    ZL_ASSERT(sess_ok(x));
     if (tenant && strcmp(x->tenant, tenant)) return ZL_SESS_TENANT;
     return x->state;
 }
@@ -183,6 +220,7 @@ static void code_one(zl_sessions *s) {
             zl_seq_n_past(y->seq) > 0 && now - y->last_used > c->idle_s * 1e3 && (!x || y->last_used < x->last_used))
             x = y;
     if (!x) return;
+    ZL_ASSERT(sess_ok(x) && !x->coded); /* idle -> coding */
     x->coding = 1;
     zl_seq *q = x->seq;
     pthread_mutex_unlock(&s->mu);
@@ -209,6 +247,7 @@ static void code_one(zl_sessions *s) {
         s->encoded_bytes += bytes;
         s->encode_ms += ms;
     }
+    ZL_ASSERT(sess_ok(x)); /* coding -> idle, or the tombstone it became meanwhile */
     pthread_cond_broadcast(&s->home_cv);
 }
 
@@ -508,6 +547,7 @@ zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *ten
     }
     if (st == ZL_SESS_OK && x->busy) st = ZL_SESS_BUSY;
     if (st == ZL_SESS_OK) {
+        ZL_ASSERT(!x->busy); /* one request at a time: idle -> busy */
         x->busy = 1;
         x->last_used = zl_now_ms();
     }
@@ -630,13 +670,16 @@ static int acquire_seq(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, con
         uint8_t *code = NULL;
         size_t bytes = 0;
         if (st == ZL_SESS_OK) {
+            ZL_ASSERT(!x->coding && !h->took); /* a lease takes its session once: -> out */
             q = x->seq;
             x->seq = NULL;
-            x->seq_out = 1;
+            x->seq_out++;
+            h->took = 1;
             code = x->coded;
             bytes = x->coded_bytes;
             x->coded = NULL;
             x->coded_bytes = 0;
+            ZL_ASSERT(sess_ok(x));
         }
         pthread_mutex_unlock(&s->mu);
         if (code) { /* rebuild the coded state; on failure the request simply prefills its prompt */
@@ -696,6 +739,12 @@ int zl_sess_lease_acquire(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, 
     int rc = acquire_seq(h, llm, so, prompt, n_prompt, seq, n_reused, err, cap);
     if (rc || !*seq) { /* no sequence: the engine calls no release */
         pthread_mutex_lock(&s->mu);
+        sess *x = h->took ? find(s, h->id) : NULL;
+        if (x) {
+            ZL_ASSERT(x->seq_out > 0);
+            x->seq_out--; /* the session is not out after all */
+        }
+        h->took = 0;
         s->in_flight--;
         s->last_end = zl_now_ms();
         pthread_cond_signal(&s->cv);
@@ -724,7 +773,11 @@ void zl_sess_lease_release(zl_sess_lease *h, zl_seq *q) {
     }
     sess *x;
     zl_sess_status st = lookup(s, h->id, h->tenant, &x);
-    if (x && st != ZL_SESS_TENANT) x->seq_out = 0;
+    if (x && st != ZL_SESS_TENANT && h->took) {
+        ZL_ASSERT(x->seq_out > 0 && x->seq != q); /* out -> home: a lease gives back once, its own sequence */
+        x->seq_out--;
+        h->took = 0;
+    }
     pthread_cond_broadcast(&s->home_cv);
     if (st == ZL_SESS_OK && !x->seq) {
         x->seq = q;
@@ -737,6 +790,7 @@ void zl_sess_lease_release(zl_sess_lease *h, zl_seq *q) {
             x->committed = zl_seq_n_past(x->seq);
             x->prefill_at = 0;
         }
+        ZL_ASSERT(sess_ok(x));
         enforce_budget(s);
     }
     pthread_mutex_unlock(&s->mu);

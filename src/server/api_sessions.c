@@ -109,60 +109,68 @@ void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]) {
 
 /* ---------------- errors ---------------- */
 
-static enum MHD_Result sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static enum MHD_Result sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...) {
+/* Session errors are the API's own error shape (zl_error_json_code) with the
+ * store's reason as the code. */
+enum MHD_Result zl_sess_error(zl_req *r, zl_ekind kind, const char *reason, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    const char *type = status == 403 ? "permission_error"
-                       : status == 404 ? "not_found_error"
-                       : status == 429 ? "rate_limit_error"
-                       : status == 400 ? "invalid_request_error"
-                                       : "session_error";
-    json_t *j;
-    if (r->api == ZL_API_ANTHROPIC)
-        j = json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", "error", "error", "type", type, "message", msg, "reason",
-                      reason);
-    else
-        j = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type", type, "param", "code", reason);
+    int status;
+    json_t *j = zl_error_json_code(r->api, kind, NULL, reason, msg, &status);
     return zl_reply_json(r, status, j, NULL);
 }
 
-static enum MHD_Result status_reply(zl_req *r, zl_sess_status st, const char *id) {
+json_t *zl_sess_status_json(zl_api api, zl_sess_status st, const char *id, double ttl_s, int *status) {
+    char msg[512];
+    zl_ekind kind;
     switch (st) {
-    case ZL_SESS_UNKNOWN: return sess_error(r, 404, "not_found", "session %s does not exist", id);
-    case ZL_SESS_TENANT: return sess_error(r, 403, "forbidden", "session %s belongs to another tenant", id);
+    case ZL_SESS_UNKNOWN:
+        kind = ZL_E_NOT_FOUND;
+        snprintf(msg, sizeof msg, "session %s does not exist", id);
+        break;
+    case ZL_SESS_TENANT:
+        kind = ZL_E_FORBIDDEN;
+        snprintf(msg, sizeof msg, "session %s belongs to another tenant", id);
+        break;
     case ZL_SESS_EXPIRED:
-        return sess_error(r, 410, "expired", "session %s expired after %.0f s idle; create a new one", id,
-                          zl_sessions_get_opts(r->srv->sessions)->ttl_s);
+        kind = ZL_E_GONE;
+        snprintf(msg, sizeof msg, "session %s expired after %.0f s idle; create a new one", id, ttl_s);
+        break;
     case ZL_SESS_EVICTED:
-        return sess_error(r, 410, "evicted", "session %s was evicted (KV memory budget or per-tenant session bound); "
-                                             "create a new one", id);
-    case ZL_SESS_DELETED: return sess_error(r, 410, "deleted", "session %s was deleted", id);
+        kind = ZL_E_GONE;
+        snprintf(msg, sizeof msg,
+                 "session %s was evicted (KV memory budget or per-tenant session bound); create a new one", id);
+        break;
+    case ZL_SESS_DELETED:
+        kind = ZL_E_GONE;
+        snprintf(msg, sizeof msg, "session %s was deleted", id);
+        break;
     case ZL_SESS_BUSY:
-        return sess_error(r, 409, "busy", "session %s is running another request; one request at a time", id);
+        kind = ZL_E_CONFLICT;
+        snprintf(msg, sizeof msg, "session %s is running another request; one request at a time", id);
+        break;
     case ZL_SESS_LIMIT:
-        return sess_error(r, 429, "limit", "this tenant has the most sessions allowed and all of them are busy");
-    default: return sess_error(r, 500, "internal", "session error");
+        kind = ZL_E_RATE_LIMIT;
+        snprintf(msg, sizeof msg, "this tenant has the most sessions allowed and all of them are busy");
+        break;
+    default: kind = ZL_E_INTERNAL; snprintf(msg, sizeof msg, "session error"); break;
     }
+    const char *reason = st == ZL_SESS_UNKNOWN ? "not_found" : kind == ZL_E_INTERNAL ? "internal" : zl_sess_status_name(st);
+    return zl_error_json_code(api, kind, NULL, reason, msg, status);
 }
 
-enum MHD_Result zl_sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return sess_error(r, status, reason, "%s", msg);
+static enum MHD_Result status_reply(zl_req *r, zl_sess_status st, const char *id) {
+    int status;
+    json_t *j = zl_sess_status_json(r->api, st, id, zl_sessions_get_opts(r->srv->sessions)->ttl_s, &status);
+    return zl_reply_json(r, status, j, NULL);
 }
 
 enum MHD_Result zl_sess_status_reply(zl_req *r, zl_sess_status st, const char *id) { return status_reply(r, st, id); }
 
 static enum MHD_Result bad_token(zl_req *r) {
-    return sess_error(r, 403, "invalid_token",
+    return zl_sess_error(r, ZL_E_FORBIDDEN, "invalid_token",
                       "session token rejected: it is malformed, altered, forged, or belongs to another tenant");
 }
 
@@ -448,7 +456,7 @@ static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, 
     zl_job_report t;
     zl_job_get_report(srv->sched, j, &t);
     zl_job_release(j);
-    if (fin == ZL_FINISH_ERROR) return sess_error(r, 500, "internal", "prefill failed: %s", t.error);
+    if (fin == ZL_FINISH_ERROR) return zl_sess_error(r, ZL_E_INTERNAL, "internal", "prefill failed: %s", t.error);
     ret = zl_reply_json(r, 200,
                         json_pack("{s:s, s:s, s:i, s:i, s:i, s:f}", "object", "session.prefill", "id", id,
                                   "cached_tokens", (int)n_ids, "reused_tokens", t.n_cached, "prefilled_tokens",
@@ -469,7 +477,7 @@ static enum MHD_Result sess_op_run(zl_req *r, json_t *b, sess_op op) {
     const char *tok = token_from(r, b);
     zl_sessions *ss = r->srv->sessions;
     zl_sess_status st;
-    if (!tok) return sess_error(r, 403, "missing_token", "this route needs the session token (X-Zerolayer-Session)");
+    if (!tok) return zl_sess_error(r, ZL_E_FORBIDDEN, "missing_token", "this route needs the session token (X-Zerolayer-Session)");
     if (zl_sess_token_check(r->srv->sess_secret, r->srv->sess_secret_len, tok, tenant, tid, sizeof tid) || strcmp(tid, id)) return bad_token(r);
     switch (op) {
     case SESS_GET: {

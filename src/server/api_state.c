@@ -169,11 +169,11 @@ static int passphrase_of(zl_req *r, json_t *b, const char **out) {
 
 static enum MHD_Result snap_error(zl_req *r, zl_snap_result res, const zl_err *e) {
     switch (res) {
-    case ZL_SNAP_MODEL: return zl_sess_error(r, 409, "model_mismatch", "%s", e->msg);
-    case ZL_SNAP_CODEC: return zl_sess_error(r, 409, "codec_mismatch", "%s", e->msg);
-    case ZL_SNAP_TENANT: return zl_sess_error(r, 403, "forbidden", "%s", e->msg);
+    case ZL_SNAP_MODEL: return zl_sess_error(r, ZL_E_CONFLICT, "model_mismatch", "%s", e->msg);
+    case ZL_SNAP_CODEC: return zl_sess_error(r, ZL_E_CONFLICT, "codec_mismatch", "%s", e->msg);
+    case ZL_SNAP_TENANT: return zl_sess_error(r, ZL_E_FORBIDDEN, "forbidden", "%s", e->msg);
     case ZL_SNAP_NEED_KEY: return zl_reply_error(r, ZL_E_INVALID, "passphrase", "%s", e->msg);
-    default: return zl_sess_error(r, 400, "invalid_state", "%s", e->msg);
+    default: return zl_sess_error(r, ZL_E_INVALID, "invalid_state", "%s", e->msg);
     }
 }
 
@@ -263,7 +263,7 @@ int zl_state_restore(zl_req *r, json_t *b, const char *tenant, zl_seq **out, zl_
     uint8_t *blob = b64_decode(json_string_value(sj), json_string_length(sj), &len);
     if (!blob) {
         zl_metrics_snapshot(ZL_SNAPM_INVALID, 0, 0);
-        zl_sess_error(r, 400, "invalid_state", "state: not valid base64");
+        zl_sess_error(r, ZL_E_INVALID, "invalid_state", "state: not valid base64");
         return -1;
     }
     zl_err err = {0};

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/buf.h"
 #include "../grammar/grammar.h"
 
 #define TC_OPEN "<tool_call>"
@@ -51,103 +52,67 @@ json_t *zl_tc_tools_json(const zl_tool *tools, int n) {
     return arr;
 }
 
-/* ---- text helpers ---- */
-
-typedef struct tbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} tbuf;
-
-static void tb_add(tbuf *b, const char *s, size_t n) {
-    if (b->oom || !n) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = (b->n + n + 1) * 2;
-        char *t = realloc(b->p, nc);
-        if (!t) {
-            b->oom = 1;
-            return;
-        }
-        b->p = t;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void tb_str(tbuf *b, const char *s) { tb_add(b, s, strlen(s)); }
-
-static char *tb_done(tbuf *b) {
-    if (b->oom) {
-        free(b->p);
-        return NULL;
-    }
-    if (!b->p) return strdup("");
-    return b->p;
-}
-
 char *zl_tc_system_prompt(zl_tc_format f, const zl_tool *tools, int n) {
-    tbuf b = {0};
+    zl_buf b = {0};
     json_t *tj = zl_tc_tools_json(tools, n);
-    tb_str(&b, "You can call functions. Their signatures, as JSON, are listed between <tools> and </tools>:\n<tools>");
+    zl_buf_puts(&b, "You can call functions. Their signatures, as JSON, are listed between <tools> and </tools>:\n<tools>");
     for (size_t i = 0; tj && i < json_array_size(tj); i++) {
         char *s = json_dumps(json_array_get(tj, i), JSON_COMPACT);
-        tb_str(&b, "\n");
-        if (s) tb_str(&b, s);
+        zl_buf_puts(&b, "\n");
+        if (s) zl_buf_puts(&b, s);
         free(s);
     }
     json_decref(tj);
     if (f == ZL_TC_MISTRAL)
-        tb_str(&b, "\n</tools>\nTo call functions, reply with [TOOL_CALLS] followed by a JSON array of "
+        zl_buf_puts(&b, "\n</tools>\nTo call functions, reply with [TOOL_CALLS] followed by a JSON array of "
                    "{\"name\": <function name>, \"arguments\": <arguments object>} and nothing else.");
     else if (f == ZL_TC_LLAMA3)
-        tb_str(&b, "\n</tools>\nTo call a function, reply with only a JSON object "
+        zl_buf_puts(&b, "\n</tools>\nTo call a function, reply with only a JSON object "
                    "{\"name\": <function name>, \"parameters\": <arguments object>}.");
     else
-        tb_str(&b, "\n</tools>\nTo call a function, write a JSON object with its name and arguments between "
+        zl_buf_puts(&b, "\n</tools>\nTo call a function, write a JSON object with its name and arguments between "
                    "<tool_call> and </tool_call>:\n<tool_call>\n{\"name\": <function name>, \"arguments\": "
                    "<arguments object>}\n</tool_call>");
-    return tb_done(&b);
+    return zl_buf_take(&b);
 }
 
-static void call_json(tbuf *b, const zl_tc_call *c, const char *args_key) {
+static void call_json(zl_buf *b, const zl_tc_call *c, const char *args_key) {
     json_t *name = json_string(c->name);
     char *ns = name ? json_dumps(name, JSON_ENCODE_ANY) : NULL;
-    tb_str(b, "{\"name\": ");
-    tb_str(b, ns ? ns : "\"\"");
-    tb_str(b, ", \"");
-    tb_str(b, args_key);
-    tb_str(b, "\": ");
-    tb_str(b, c->args && *c->args ? c->args : "{}");
-    tb_str(b, "}");
+    zl_buf_puts(b, "{\"name\": ");
+    zl_buf_puts(b, ns ? ns : "\"\"");
+    zl_buf_puts(b, ", \"");
+    zl_buf_puts(b, args_key);
+    zl_buf_puts(b, "\": ");
+    zl_buf_puts(b, c->args && *c->args ? c->args : "{}");
+    zl_buf_puts(b, "}");
     free(ns);
     json_decref(name);
 }
 
 char *zl_tc_render_calls(zl_tc_format f, const zl_tc_call *calls, int n) {
-    tbuf b = {0};
+    zl_buf b = {0};
     if (f == ZL_TC_MISTRAL) {
-        tb_str(&b, TC_MISTRAL "[");
+        zl_buf_puts(&b, TC_MISTRAL "[");
         for (int i = 0; i < n; i++) {
-            if (i) tb_str(&b, ", ");
+            if (i) zl_buf_puts(&b, ", ");
             call_json(&b, &calls[i], "arguments");
         }
-        tb_str(&b, "]");
+        zl_buf_puts(&b, "]");
     } else if (f == ZL_TC_LLAMA3) {
         for (int i = 0; i < n; i++) {
-            if (i) tb_str(&b, "\n");
+            if (i) zl_buf_puts(&b, "\n");
             call_json(&b, &calls[i], "parameters");
         }
     } else {
         for (int i = 0; i < n; i++) {
-            if (i) tb_str(&b, "\n");
-            tb_str(&b, TC_OPEN "\n");
+            if (i) zl_buf_puts(&b, "\n");
+            zl_buf_puts(&b, TC_OPEN "\n");
             call_json(&b, &calls[i], "arguments");
-            tb_str(&b, "\n" TC_CLOSE);
+            zl_buf_puts(&b, "\n" TC_CLOSE);
         }
     }
-    return tb_done(&b);
+    return zl_buf_take(&b);
 }
 
 static const char *content_text(const json_t *m) {
@@ -169,19 +134,19 @@ json_t *zl_tc_plain_messages(zl_tc_format f, const json_t *messages, const zl_to
         const json_t *m = json_array_get(messages, i);
         const char *role = json_string_value(json_object_get(m, "role"));
         if (!role) role = "user";
-        tbuf b = {0};
+        zl_buf b = {0};
         if (!strcmp(role, "system") && !sys_done) {
-            tb_str(&b, content_text(m));
-            tb_str(&b, "\n\n");
-            tb_str(&b, sys);
+            zl_buf_puts(&b, content_text(m));
+            zl_buf_puts(&b, "\n\n");
+            zl_buf_puts(&b, sys);
             sys_done = 1;
         } else if (!strcmp(role, "tool")) {
             role = "user";
-            tb_str(&b, "<tool_response>\n");
-            tb_str(&b, content_text(m));
-            tb_str(&b, "\n</tool_response>");
+            zl_buf_puts(&b, "<tool_response>\n");
+            zl_buf_puts(&b, content_text(m));
+            zl_buf_puts(&b, "\n</tool_response>");
         } else {
-            tb_str(&b, content_text(m));
+            zl_buf_puts(&b, content_text(m));
             const json_t *tc = json_object_get(m, "tool_calls");
             size_t nc = json_array_size(tc);
             zl_tc_call *calls = nc ? calloc(nc, sizeof *calls) : NULL;
@@ -195,8 +160,8 @@ json_t *zl_tc_plain_messages(zl_tc_format f, const json_t *messages, const zl_to
             }
             char *text = calls ? zl_tc_render_calls(f, calls, (int)nc) : NULL;
             if (text) {
-                if (b.n) tb_str(&b, "\n");
-                tb_str(&b, text);
+                if (b.n) zl_buf_puts(&b, "\n");
+                zl_buf_puts(&b, text);
             }
             free(text);
             for (size_t k = 0; calls && k < nc; k++) free(calls[k].args);
@@ -206,7 +171,7 @@ json_t *zl_tc_plain_messages(zl_tc_format f, const json_t *messages, const zl_to
             json_array_append_new(out, json_pack("{s:s,s:s}", "role", "system", "content", sys));
             sys_done = 1;
         }
-        char *t = tb_done(&b);
+        char *t = zl_buf_take(&b);
         json_array_append_new(out, json_pack("{s:s,s:s}", "role", role, "content", t ? t : ""));
         free(t);
     }
@@ -221,11 +186,11 @@ char *zl_tc_grammar(zl_tc_format f, const zl_tool *tools, int n, const char *onl
                     const char **trigger, zl_err *err) {
     *trigger = NULL;
     if (lazy && f == ZL_TC_LLAMA3) return NULL;
-    tbuf b = {0};
+    zl_buf b = {0};
     const char *args_key = f == ZL_TC_LLAMA3 ? "parameters" : "arguments";
     int n_alt = 0;
-    tb_str(&b, "tc-call ::= ");
-    tbuf rules = {0};
+    zl_buf_puts(&b, "tc-call ::= ");
+    zl_buf rules = {0};
     for (int i = 0; i < n; i++) {
         if (only && strcmp(tools[i].name, only)) continue;
         char prefix[32], top[64], *r = NULL;
@@ -240,26 +205,26 @@ char *zl_tc_grammar(zl_tc_format f, const zl_tool *tools, int n, const char *onl
             free(rules.p);
             return NULL;
         }
-        tb_str(&rules, r);
+        zl_buf_puts(&rules, r);
         free(r);
         /* {"name": "NAME", "arguments": ARGS} */
         json_t *nm = json_string(tools[i].name);
         char *nj = nm ? json_dumps(nm, JSON_ENCODE_ANY) : NULL;
         json_decref(nm);
-        tbuf head = {0};
-        tb_str(&head, "{\"name\": ");
-        tb_str(&head, nj ? nj : "\"\"");
-        tb_str(&head, ", \"");
-        tb_str(&head, args_key);
-        tb_str(&head, "\": ");
+        zl_buf head = {0};
+        zl_buf_puts(&head, "{\"name\": ");
+        zl_buf_puts(&head, nj ? nj : "\"\"");
+        zl_buf_puts(&head, ", \"");
+        zl_buf_puts(&head, args_key);
+        zl_buf_puts(&head, "\": ");
         free(nj);
         char *q = head.p ? zl_gbnf_quote(head.p, head.n) : NULL;
         free(head.p);
-        if (n_alt++) tb_str(&b, " | ");
-        tb_str(&b, q ? q : "\"\"");
-        tb_str(&b, " ");
-        tb_str(&b, top);
-        tb_str(&b, " \"}\"");
+        if (n_alt++) zl_buf_puts(&b, " | ");
+        zl_buf_puts(&b, q ? q : "\"\"");
+        zl_buf_puts(&b, " ");
+        zl_buf_puts(&b, top);
+        zl_buf_puts(&b, " \"}\"");
         free(q);
     }
     if (!n_alt) {
@@ -269,23 +234,23 @@ char *zl_tc_grammar(zl_tc_format f, const zl_tool *tools, int n, const char *onl
                 only ? only : "");
         return NULL;
     }
-    tb_str(&b, "\n");
+    zl_buf_puts(&b, "\n");
     if (f == ZL_TC_MISTRAL) {
         if (lazy) *trigger = TC_MISTRAL;
-        tb_str(&b, lazy ? "root ::= " : "root ::= \"[TOOL_CALLS]\" ");
-        tb_str(&b, parallel ? "\"[\" tc-call ( \", \" tc-call )* \"]\"\n" : "\"[\" tc-call \"]\"\n");
+        zl_buf_puts(&b, lazy ? "root ::= " : "root ::= \"[TOOL_CALLS]\" ");
+        zl_buf_puts(&b, parallel ? "\"[\" tc-call ( \", \" tc-call )* \"]\"\n" : "\"[\" tc-call \"]\"\n");
     } else if (f == ZL_TC_LLAMA3) {
-        tb_str(&b, "root ::= tc-call\n");
+        zl_buf_puts(&b, "root ::= tc-call\n");
     } else {
         if (lazy) *trigger = TC_OPEN;
-        tb_str(&b, lazy ? "root ::= \"\\n\" tc-call \"\\n</tool_call>\"" : "root ::= \"<tool_call>\\n\" tc-call \"\\n</tool_call>\"");
-        if (!lazy && parallel) tb_str(&b, " ( \"\\n<tool_call>\\n\" tc-call \"\\n</tool_call>\" )*");
-        tb_str(&b, "\n");
+        zl_buf_puts(&b, lazy ? "root ::= \"\\n\" tc-call \"\\n</tool_call>\"" : "root ::= \"<tool_call>\\n\" tc-call \"\\n</tool_call>\"");
+        if (!lazy && parallel) zl_buf_puts(&b, " ( \"\\n<tool_call>\\n\" tc-call \"\\n</tool_call>\" )*");
+        zl_buf_puts(&b, "\n");
     }
-    tb_str(&b, rules.p ? rules.p : "");
-    tb_str(&b, zl_json_schema_prelude());
+    zl_buf_puts(&b, rules.p ? rules.p : "");
+    zl_buf_puts(&b, zl_json_schema_prelude());
     free(rules.p);
-    char *out = tb_done(&b);
+    char *out = zl_buf_take(&b);
     if (!out) zl_errf(err, ZL_ENOMEM, "out of memory");
     return out;
 }
@@ -299,7 +264,7 @@ struct zl_tc_parser {
     int state;
     int started;  /* some non-space content was seen (LLAMA3 calls come first) */
     int after_call; /* drop one newline that follows a closing tag */
-    tbuf pend;    /* held text */
+    zl_buf pend;    /* held text */
     zl_tc_call *calls;
     int n, cap;
 };
@@ -509,7 +474,7 @@ static void step(zl_tc_parser *p, char **content, size_t *clen, int final) {
 }
 
 int zl_tc_feed(zl_tc_parser *p, const char *text, size_t n, char **content, size_t *content_len) {
-    tb_add(&p->pend, text, n);
+    zl_buf_put(&p->pend, text, n);
     if (p->pend.oom) return ZL_ENOMEM;
     step(p, content, content_len, 0);
     return 0;

@@ -198,12 +198,12 @@ static json_t *ant_content(const zl_result *res, const zl_event *ev) {
     if (ev->reasoning_len)
         json_array_append_new(arr, json_pack("{s:s, s:o, s:s}", "type", "thinking", "thinking",
                                              zl_json_lossy_string(ev->reasoning, ev->reasoning_len), "signature", ""));
-    if (ev->len || ev->call1 == ev->call0)
+    if (ev->len || !ev->n_cd)
         json_array_append_new(arr, json_pack("{s:s, s:o}", "type", "text", "text", zl_json_lossy_string(ev->text, ev->len)));
-    for (int k = ev->call0; k < ev->call1; k++) {
-        const zl_tc_call *c = zl_tc_get(ev->calls, k);
+    for (int i = 0; i < ev->n_cd; i++) {
+        const zl_tc_call *c = zl_tc_get(ev->calls, ev->cd[i].k);
         char id[96];
-        zl_tools_call_id(res, 0, k, "toolu_", id, sizeof id);
+        zl_tools_call_id(res, 0, ev->cd[i].k, "toolu_", id, sizeof id);
         json_t *in = json_loads(c->args, 0, NULL);
         json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id", id, "name", c->name,
                                              "input", in ? in : json_object()));
@@ -211,7 +211,7 @@ static json_t *ant_content(const zl_result *res, const zl_event *ev) {
     return arr;
 }
 
-enum { BLK_NONE = 0, BLK_THINKING, BLK_TEXT };
+enum { BLK_NONE = 0, BLK_THINKING, BLK_TEXT, BLK_TOOL };
 
 static void blk_close(zl_sse *s, int *b) {
     if (!b[1]) return;
@@ -230,8 +230,21 @@ static void blk_open(zl_sse *s, int *b, int kind) {
     b[1] = kind;
 }
 
-/* A streamed event with reasoning / tools: blocks opened and closed as the parts arrive. */
+/* The next fragment of the open tool_use block's arguments. */
+static void tool_fragment(zl_sse *s, const int *b, const zl_call_delta *d) {
+    if (!d->args_len) return;
+    zl_sse_event(s, "content_block_delta",
+                 json_pack("{s:s, s:i, s:{s:s, s:o}}", "type", "content_block_delta", "index", b[0], "delta", "type",
+                           "input_json_delta", "partial_json", zl_json_lossy_string(d->args, d->args_len)));
+}
+
+/* A streamed event with reasoning / tools: blocks opened and closed as the
+ * parts arrive, in the order the model wrote them: the rest of the open
+ * call's arguments, then thinking and text, then the calls begun (each a
+ * tool_use block whose input_json_delta fragments follow as it is written). */
 static void ant_split_delta(zl_sse *s, const zl_result *res, const zl_event *ev, int *b) {
+    for (int i = 0; i < ev->n_cd; i++)
+        if (!ev->cd[i].head && b[1] == BLK_TOOL && b[2] == ev->cd[i].k) tool_fragment(s, b, &ev->cd[i]);
     if (ev->reasoning_len) {
         blk_open(s, b, BLK_THINKING);
         zl_sse_event(s, "content_block_delta",
@@ -244,19 +257,19 @@ static void ant_split_delta(zl_sse *s, const zl_result *res, const zl_event *ev,
                      json_pack("{s:s, s:i, s:{s:s, s:o}}", "type", "content_block_delta", "index", b[0], "delta", "type",
                                "text_delta", "text", zl_json_lossy_string(ev->text, ev->len)));
     }
-    for (int k = ev->call0; k < ev->call1; k++) {
-        const zl_tc_call *c = zl_tc_get(ev->calls, k);
+    for (int i = 0; i < ev->n_cd; i++) {
+        const zl_call_delta *d = &ev->cd[i];
+        if (!d->head) continue;
         char id[96];
-        zl_tools_call_id(res, 0, k, "toolu_", id, sizeof id);
+        zl_tools_call_id(res, 0, d->k, "toolu_", id, sizeof id);
         blk_close(s, b);
         zl_sse_event(s, "content_block_start",
                      json_pack("{s:s, s:i, s:{s:s, s:s, s:s, s:{}}}", "type", "content_block_start", "index", b[0],
-                               "content_block", "type", "tool_use", "id", id, "name", c->name, "input"));
-        zl_sse_event(s, "content_block_delta",
-                     json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_delta", "index", b[0], "delta", "type",
-                               "input_json_delta", "partial_json", c->args));
-        zl_sse_event(s, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", b[0]));
-        b[0]++;
+                               "content_block", "type", "tool_use", "id", id, "name", zl_tc_get(ev->calls, d->k)->name,
+                               "input"));
+        b[1] = BLK_TOOL;
+        b[2] = d->k;
+        tool_fragment(s, b, d);
     }
 }
 

@@ -241,17 +241,23 @@ static json_t *logprobs_json(const zl_result *res, const zl_event *ev, int whole
                                     : text_logprobs(res->g, ev->toks, ev->n_toks);
 }
 
-/* Calls [call0, call1) of ev: whole ({id, type, function: {name, arguments}})
- * or as stream deltas (with their index). */
+/* The calls of ev: whole ({id, type, function: {name, arguments}}) or as
+ * stream deltas: {index, id, type, function: {name, arguments: ""...}} the
+ * first time, then {index, function: {arguments: the next fragment}}. */
 static json_t *calls_json(const zl_result *res, const zl_event *ev, int stream) {
     json_t *arr = json_array();
-    for (int k = ev->call0; k < ev->call1; k++) {
-        const zl_tc_call *c = zl_tc_get(ev->calls, k);
-        char id[96];
-        zl_tools_call_id(res, ev->choice, k, "call_", id, sizeof id);
-        json_t *one = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name", c->name,
-                                "arguments", c->args);
-        if (stream) json_object_set_new(one, "index", json_integer(k));
+    for (int i = 0; i < ev->n_cd; i++) {
+        const zl_call_delta *d = &ev->cd[i];
+        json_t *fn = json_pack("{s:o}", "arguments", zl_json_lossy_string(d->args, d->args_len)), *one = json_object();
+        if (stream) json_object_set_new(one, "index", json_integer(d->k));
+        if (d->head) {
+            char id[96];
+            zl_tools_call_id(res, ev->choice, d->k, "call_", id, sizeof id);
+            json_object_set_new(one, "id", json_string(id));
+            json_object_set_new(one, "type", json_string("function"));
+            json_object_set_new(fn, "name", json_string(zl_tc_get(ev->calls, d->k)->name));
+        }
+        json_object_set_new(one, "function", fn);
         json_array_append_new(arr, one);
     }
     return arr;
@@ -261,7 +267,7 @@ static json_t *calls_json(const zl_result *res, const zl_event *ev, int stream) 
 static json_t *choice_json(const zl_result *res, const zl_event *ev, int whole) {
     json_t *text = zl_json_lossy_string(ev->text, ev->len), *lp = logprobs_json(res, ev, whole), *one;
     if (res->kind == ZL_REQ_CHAT && whole) {
-        int called = ev->call1 > ev->call0;
+        int called = ev->n_cd > 0;
         json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
                                 called && !ev->len ? (json_decref(text), json_null()) : text);
         if (ev->reasoning_len) json_object_set_new(msg, "reasoning_content", zl_json_lossy_string(ev->reasoning, ev->reasoning_len));
@@ -271,7 +277,7 @@ static json_t *choice_json(const zl_result *res, const zl_event *ev, int whole) 
         json_t *delta = ev->len ? json_pack("{s:o}", "content", text) : (json_decref(text), json_object());
         if (ev->reasoning_len)
             json_object_set_new(delta, "reasoning_content", zl_json_lossy_string(ev->reasoning, ev->reasoning_len));
-        if (ev->call1 > ev->call0) json_object_set_new(delta, "tool_calls", calls_json(res, ev, 1));
+        if (ev->n_cd) json_object_set_new(delta, "tool_calls", calls_json(res, ev, 1));
         one = json_pack("{s:i, s:o, s:o}", "index", ev->choice, "delta", delta, "logprobs", lp);
     } else {
         one = json_pack("{s:i, s:o, s:o}", "index", ev->choice, "text", text, "logprobs", lp);

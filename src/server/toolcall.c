@@ -259,14 +259,24 @@ char *zl_tc_grammar(zl_tc_format f, const zl_tool *tools, int n, const char *onl
 
 enum { TP_OUT = 0, TP_TAG, TP_JSON };
 
+/* Where one call object's parts lie in a body's text, as far as it is
+ * written (offsets into the body). */
+typedef struct tc_view {
+    size_t name_at, name_len; /* the name's JSON string, quotes included (0: not complete yet) */
+    size_t args_at, args_len; /* the arguments value so far (0: not begun) */
+    int args_done;            /* the arguments value is complete */
+} tc_view;
+
 struct zl_tc_parser {
     zl_tc_format f;
     int state;
     int started;  /* some non-space content was seen (LLAMA3 calls come first) */
     int after_call; /* drop one newline that follows a closing tag */
     zl_buf pend;    /* held text */
-    zl_tc_call *calls;
-    int n, cap;
+    zl_tc_call *calls; /* [0, n) complete, [n, n + n_live) being written (rebuilt by every feed) */
+    int n, n_live, cap;
+    tc_view *views;    /* the body's calls as scanned (scan_body) */
+    int cap_views;
 };
 
 zl_tc_parser *zl_tc_parser_new(zl_tc_format f) {
@@ -277,17 +287,31 @@ zl_tc_parser *zl_tc_parser_new(zl_tc_format f) {
 
 void zl_tc_parser_free(zl_tc_parser *p) {
     if (!p) return;
-    for (int i = 0; i < p->n; i++) {
+    for (int i = 0; i < p->n + p->n_live; i++) {
         free(p->calls[i].name);
         free(p->calls[i].args);
     }
     free(p->calls);
+    free(p->views);
     free(p->pend.p);
     free(p);
 }
 
-int zl_tc_n_calls(const zl_tc_parser *p) { return p->n; }
-const zl_tc_call *zl_tc_get(const zl_tc_parser *p, int i) { return i >= 0 && i < p->n ? &p->calls[i] : NULL; }
+int zl_tc_n_calls(const zl_tc_parser *p) { return p->n + p->n_live; }
+const zl_tc_call *zl_tc_get(const zl_tc_parser *p, int i) {
+    return i >= 0 && i < p->n + p->n_live ? &p->calls[i] : NULL;
+}
+
+/* Room for one more call at calls[n + n_live].  0 or -1. */
+static int calls_grow(zl_tc_parser *p) {
+    if (p->n + p->n_live < p->cap) return 0;
+    int nc = p->cap ? p->cap * 2 : 4;
+    zl_tc_call *t = realloc(p->calls, (size_t)nc * sizeof *t);
+    if (!t) return -1;
+    p->calls = t;
+    p->cap = nc;
+    return 0;
+}
 
 static int add_call(zl_tc_parser *p, const json_t *o) {
     const json_t *name = json_object_get(o, "name");
@@ -304,15 +328,9 @@ static int add_call(zl_tc_parser *p, const json_t *o) {
         args = parsed;
     }
     if (args && !json_is_object(args)) return -1;
-    if (p->n == p->cap) {
-        int nc = p->cap ? p->cap * 2 : 4;
-        zl_tc_call *t = realloc(p->calls, (size_t)nc * sizeof *t);
-        if (!t) {
-            json_decref(parsed);
-            return -1;
-        }
-        p->calls = t;
-        p->cap = nc;
+    if (calls_grow(p)) {
+        json_decref(parsed);
+        return -1;
     }
     p->calls[p->n].name = strdup(json_string_value(name));
     p->calls[p->n].args = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
@@ -369,6 +387,216 @@ static size_t json_end(const char *s, size_t n) {
         }
     }
     return 0;
+}
+
+/* ---- calls as they are written ---- */
+
+static size_t skip_ws(const char *s, size_t n, size_t i) {
+    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r')) i++;
+    return i;
+}
+
+/* One past the closing quote of the JSON string at s[i] (a quote), or 0. */
+static size_t str_end(const char *s, size_t n, size_t i) {
+    for (size_t k = i + 1; k < n; k++) {
+        if (s[k] == '\\') k++;
+        else if (s[k] == '"') return k + 1;
+    }
+    return 0;
+}
+
+/* One past the JSON value at s[i] (not a space), or 0 when it may go on. */
+static size_t value_end(const char *s, size_t n, size_t i) {
+    if (s[i] == '"') return str_end(s, n, i);
+    if (s[i] == '{' || s[i] == '[') {
+        size_t e = json_end(s + i, n - i);
+        return e ? i + e : 0;
+    }
+    for (size_t k = i; k < n; k++)
+        if (s[k] == ',' || s[k] == '}' || s[k] == ']' || s[k] == ' ' || s[k] == '\n' || s[k] == '\t' || s[k] == '\r')
+            return k;
+    return 0;
+}
+
+/* The call object at s[i]: 1 complete (*end one past it), 0 not complete
+ * yet, -1 not an object of string keys.  v: its name and arguments as far
+ * as they go. */
+static int scan_call(const char *s, size_t n, size_t i, tc_view *v, size_t *end) {
+    memset(v, 0, sizeof *v);
+    i = skip_ws(s, n, i);
+    if (i == n) return 0;
+    if (s[i] != '{') return -1;
+    for (i++;;) {
+        i = skip_ws(s, n, i);
+        if (i == n) return 0;
+        if (s[i] == '}') break;
+        if (s[i] != '"') return -1;
+        size_t ke = str_end(s, n, i);
+        if (!ke) return 0;
+        const char *key = s + i + 1;
+        size_t kl = ke - i - 2;
+        i = skip_ws(s, n, ke);
+        if (i == n) return 0;
+        if (s[i] != ':') return -1;
+        i = skip_ws(s, n, i + 1);
+        if (i == n) return 0;
+        size_t ve = value_end(s, n, i);
+        if (kl == 4 && !memcmp(key, "name", 4)) {
+            if (s[i] != '"') return -1;
+            if (ve) v->name_at = i, v->name_len = ve - i;
+        } else if ((kl == 9 && !memcmp(key, "arguments", 9)) || (kl == 10 && !memcmp(key, "parameters", 10))) {
+            v->args_at = i;
+            v->args_len = (ve ? ve : n) - i;
+            v->args_done = ve != 0;
+        }
+        if (!ve) return 0;
+        i = skip_ws(s, n, ve);
+        if (i == n) return 0;
+        if (s[i] == ',') {
+            i++;
+            continue;
+        }
+        if (s[i] != '}') return -1;
+        break;
+    }
+    *end = i + 1;
+    return 1;
+}
+
+/* The calls of a body (one object, or an array of them) as far as it is
+ * written, into p->views; returns how many (the last may be incomplete). */
+static int scan_body(zl_tc_parser *p, const char *s, size_t n) {
+    int nv = 0;
+    size_t i = skip_ws(s, n, 0), end = 0;
+    int array = i < n && s[i] == '[';
+    if (array) i++;
+    for (;;) {
+        i = skip_ws(s, n, i);
+        if (i == n || (array && s[i] == ']')) return nv;
+        if (nv == p->cap_views) {
+            int nc = p->cap_views ? p->cap_views * 2 : 4;
+            tc_view *t = realloc(p->views, (size_t)nc * sizeof *t);
+            if (!t) return nv;
+            p->views = t;
+            p->cap_views = nc;
+        }
+        int r = scan_call(s, n, i, &p->views[nv], &end);
+        if (r < 0) return nv;
+        nv++;
+        if (!r || !array) return nv;
+        i = skip_ws(s, n, end);
+        if (i == n || s[i] != ',') return nv;
+        i++;
+    }
+}
+
+/* A view that is a call being written: a complete name, an arguments object begun. */
+static int view_live(const tc_view *v, const char *s) { return v->name_len && v->args_len && s[v->args_at] == '{'; }
+
+/* JSON text without the white space outside its strings. */
+static void minify(zl_buf *b, const char *s, size_t n) {
+    int in_str = 0, esc = 0;
+    size_t run = 0; /* start of the bytes not yet copied */
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (esc) esc = 0;
+            else if (c == '\\') esc = 1;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+            zl_buf_put(b, s + run, i - run);
+            run = i + 1;
+        }
+    }
+    zl_buf_put(b, s + run, n - run);
+}
+
+/* Append view v of body s as a call (name decoded, arguments minified). 0 or -1. */
+static int add_view_call(zl_tc_parser *p, const tc_view *v, const char *s) {
+    json_t *nm = json_loadb(s + v->name_at, v->name_len, JSON_DECODE_ANY, NULL);
+    zl_buf a = {0};
+    minify(&a, s + v->args_at, v->args_len);
+    char *args = zl_buf_take(&a);
+    if (!json_is_string(nm) || !args || calls_grow(p)) {
+        json_decref(nm);
+        free(args);
+        return -1;
+    }
+    zl_tc_call *c = &p->calls[p->n + p->n_live];
+    c->name = strdup(json_string_value(nm));
+    c->args = args;
+    json_decref(nm);
+    if (!c->name) {
+        free(args);
+        return -1;
+    }
+    return 0;
+}
+
+static void live_clear(zl_tc_parser *p) {
+    for (int i = p->n; i < p->n + p->n_live; i++) {
+        free(p->calls[i].name);
+        free(p->calls[i].args);
+    }
+    p->n_live = 0;
+}
+
+/* The calls of the unfinished body in pend, listed as far as they go. */
+static void live_update(zl_tc_parser *p) {
+    live_clear(p);
+    if (p->state != TP_TAG && p->state != TP_JSON) return;
+    const char *s = p->pend.p;
+    int nv = scan_body(p, s, p->pend.n);
+    for (int k = 0; k < nv && view_live(&p->views[k], s); k++) {
+        if (add_view_call(p, &p->views[k], s)) return;
+        p->n_live++;
+    }
+}
+
+/* The body s[0..n) ended: its calls become complete ones.  A body that
+ * parses gives its calls, object arguments spelt as they were streamed
+ * (minified, never re-encoded: the stream's fragments add up to them); one
+ * that does not keeps the calls already listed, as far as they were
+ * written.  Returns 0, or -1 when the body holds no call (it stays text). */
+static int commit_calls(zl_tc_parser *p, const char *s, size_t n) {
+    int nv = scan_body(p, s, n), n0 = p->n;
+    int listed = p->n_live;
+    zl_tc_call *was = listed ? malloc((size_t)listed * sizeof *was) : NULL;
+    if (listed && was) memcpy(was, p->calls + n0, (size_t)listed * sizeof *was);
+    else if (listed) live_clear(p);
+    p->n_live = 0;
+    int rc = parse_calls(p, s, n);
+    for (int k = 0; !rc && k < p->n - n0 && k < nv; k++) {
+        const tc_view *v = &p->views[k];
+        if (!v->args_done || !view_live(v, s)) continue;
+        zl_buf a = {0};
+        minify(&a, s + v->args_at, v->args_len);
+        char *args = zl_buf_take(&a);
+        if (!args) continue;
+        free(p->calls[n0 + k].args);
+        p->calls[n0 + k].args = args;
+    }
+    if (rc) { /* not valid JSON: the listed calls stay, the longer of what was listed and what is written */
+        for (int k = 0; k < nv && view_live(&p->views[k], s); k++) {
+            if (add_view_call(p, &p->views[k], s)) break;
+            zl_tc_call *c = &p->calls[p->n];
+            if (was && k < listed && strlen(was[k].args) > strlen(c->args)) {
+                free(c->args);
+                c->args = was[k].args;
+                was[k].args = NULL;
+            }
+            p->n++;
+        }
+        rc = p->n > n0 ? 0 : -1;
+    }
+    for (int k = 0; was && k < listed; k++) {
+        free(was[k].name);
+        free(was[k].args);
+    }
+    free(was);
+    return rc;
 }
 
 static void out_add(char **content, size_t *len, const char *s, size_t n) {
@@ -451,7 +679,7 @@ static void step(zl_tc_parser *p, char **content, size_t *clen, int final) {
             char *hit = memmem(s, n, TC_CLOSE, strlen(TC_CLOSE));
             if (!hit && !final) return;
             size_t body = hit ? (size_t)(hit - s) : n;
-            if (parse_calls(p, s, body)) { /* not a call: it stays text */
+            if (commit_calls(p, s, body)) { /* not a call: it stays text */
                 out_add(content, clen, TC_OPEN, strlen(TC_OPEN));
                 out_add(content, clen, s, hit ? body + strlen(TC_CLOSE) : body);
             }
@@ -464,7 +692,7 @@ static void step(zl_tc_parser *p, char **content, size_t *clen, int final) {
         size_t e = json_end(s, n);
         if (!e && !final) return;
         size_t body = e ? e : n;
-        if (parse_calls(p, s, body)) {
+        if (commit_calls(p, s, body)) {
             if (p->f == ZL_TC_MISTRAL) out_add(content, clen, TC_MISTRAL, strlen(TC_MISTRAL));
             out_add(content, clen, s, body);
         }
@@ -477,10 +705,12 @@ int zl_tc_feed(zl_tc_parser *p, const char *text, size_t n, char **content, size
     zl_buf_put(&p->pend, text, n);
     if (p->pend.oom) return ZL_ENOMEM;
     step(p, content, content_len, 0);
+    live_update(p);
     return 0;
 }
 
 int zl_tc_finish(zl_tc_parser *p, char **content, size_t *content_len) {
     step(p, content, content_len, 1);
+    live_clear(p);
     return p->pend.oom ? ZL_ENOMEM : 0;
 }

@@ -62,7 +62,8 @@ void zl_tools_split_free(zl_result *res);
  * (whole = 1). */
 void zl_tools_event(const zl_result *res, int i, int ended, int whole, zl_event *ev);
 /* A stream's open content block of choice i (Anthropic's blocks): [0] the
- * next block index, [1] the open block's kind (0: none). */
+ * next block index, [1] the open block's kind (0: none), [2] the call of an
+ * open tool_use block. */
 int *zl_tools_blocks(const zl_result *res, int i);
 /* Whether choice i made tool calls (the adapters' tool_calls / tool_use finish). */
 int zl_tools_called(const zl_event *ev);

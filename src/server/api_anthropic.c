@@ -71,29 +71,23 @@ static int ant_blocks(json_t *c, const char *role, const char *path, zl_request 
     return 0;
 }
 
+/* One client tool: {type?: custom, name, description?, input_schema}. */
+static int ant_tool(json_t *t, const char *f, zl_request *q, zl_verr *e) {
+    const char *type = NULL, *name = NULL, *desc = NULL;
+    if (zl_jv_str(t, "type", f, 0, &type, e) < 0) return -1;
+    if (type && strcmp(type, "custom"))
+        return zl_verr_set(e, f, "%s.type: '%s' tools are not supported (only client tools with input_schema)", f, type);
+    if (zl_jv_str(t, "name", f, 1, &name, e) < 0 || zl_jv_str(t, "description", f, 0, &desc, e) < 0) return -1;
+    json_t *schema = json_object_get(t, "input_schema");
+    char sf[64];
+    snprintf(sf, sizeof sf, "%s.input_schema", f);
+    if (!schema) return zl_verr_set(e, sf, "%s: field required", sf);
+    return zl_tools_add(q, name, desc, schema, sf, e);
+}
+
 /* tools, tool_choice, thinking */
 static int ant_tools(json_t *b, zl_request *q, zl_verr *e) {
-    json_t *tools = json_object_get(b, "tools");
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) return zl_verr_set(e, "tools", "tools: expected an array");
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            char f[48];
-            snprintf(f, sizeof f, "tools[%zu]", i);
-            const char *type = NULL, *name = NULL, *desc = NULL;
-            if (!json_is_object(t)) return zl_verr_set(e, f, "%s: expected an object", f);
-            if (zl_jv_str(t, "type", f, 0, &type, e) < 0) return -1;
-            if (type && strcmp(type, "custom"))
-                return zl_verr_set(e, f, "%s.type: '%s' tools are not supported (only client tools with input_schema)", f, type);
-            if (zl_jv_str(t, "name", f, 1, &name, e) < 0 || zl_jv_str(t, "description", f, 0, &desc, e) < 0) return -1;
-            json_t *schema = json_object_get(t, "input_schema");
-            char sf[64];
-            snprintf(sf, sizeof sf, "%s.input_schema", f);
-            if (!schema) return zl_verr_set(e, sf, "%s: field required", sf);
-            if (zl_tools_add(q, name, desc, schema, sf, e) < 0) return -1;
-        }
-    }
+    if (zl_tools_each(b, q, ant_tool, e) < 0) return -1;
     json_t *tc = json_object_get(b, "tool_choice");
     if (tc && !json_is_null(tc)) {
         const char *type = NULL;
@@ -111,8 +105,7 @@ static int ant_tools(json_t *b, zl_request *q, zl_verr *e) {
         int dis = 0;
         if (zl_jv_bool(tc, "disable_parallel_tool_use", "tool_choice", &dis, e) < 0) return -1;
         q->parallel_tools = !dis;
-        if (q->tool_choice != ZL_TOOLS_AUTO && q->tool_choice != ZL_TOOLS_NONE && !q->n_tools)
-            return zl_verr_set(e, "tool_choice", "tool_choice: requires tools");
+        if (zl_tools_check_choice(q, e) < 0) return -1;
     }
     json_t *th = json_object_get(b, "thinking");
     if (th && !json_is_null(th)) {

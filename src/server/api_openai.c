@@ -117,29 +117,23 @@ static int parse_structured(json_t *b, zl_request *q, zl_verr *e) {
     return zl_tools_schema(q, schema, "response_format.json_schema.schema", e);
 }
 
+/* One tool: {type: function, function: {name, description?, parameters?}}. */
+static int oai_tool(json_t *t, const char *f, zl_request *q, zl_verr *e) {
+    const char *type = NULL, *name = NULL, *desc = NULL;
+    if (zl_jv_str(t, "type", f, 1, &type, e) < 0) return -1;
+    if (strcmp(type, "function")) return zl_verr_set(e, f, "%s.type: '%s' is not supported (only \"function\")", f, type);
+    json_t *fn = json_object_get(t, "function");
+    char ff[64];
+    snprintf(ff, sizeof ff, "%s.function", f);
+    if (!json_is_object(fn)) return zl_verr_set(e, ff, "%s: expected an object", ff);
+    if (zl_jv_str(fn, "name", ff, 1, &name, e) < 0 || zl_jv_str(fn, "description", ff, 0, &desc, e) < 0) return -1;
+    snprintf(ff, sizeof ff, "%s.function.parameters", f);
+    return zl_tools_add(q, name, desc, json_object_get(fn, "parameters"), ff, e);
+}
+
 /* tools, tool_choice, parallel_tool_calls, reasoning_effort */
 static int parse_tools(json_t *b, zl_request *q, zl_verr *e) {
-    json_t *tools = json_object_get(b, "tools");
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) return zl_verr_set(e, "tools", "tools: expected an array");
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            char f[48];
-            snprintf(f, sizeof f, "tools[%zu]", i);
-            const char *type = NULL, *name = NULL, *desc = NULL;
-            if (!json_is_object(t)) return zl_verr_set(e, f, "%s: expected an object", f);
-            if (zl_jv_str(t, "type", f, 1, &type, e) < 0) return -1;
-            if (strcmp(type, "function")) return zl_verr_set(e, f, "%s.type: '%s' is not supported (only \"function\")", f, type);
-            json_t *fn = json_object_get(t, "function");
-            char ff[64];
-            snprintf(ff, sizeof ff, "%s.function", f);
-            if (!json_is_object(fn)) return zl_verr_set(e, ff, "%s: expected an object", ff);
-            if (zl_jv_str(fn, "name", ff, 1, &name, e) < 0 || zl_jv_str(fn, "description", ff, 0, &desc, e) < 0) return -1;
-            snprintf(ff, sizeof ff, "%s.function.parameters", f);
-            if (zl_tools_add(q, name, desc, json_object_get(fn, "parameters"), ff, e) < 0) return -1;
-        }
-    }
+    if (zl_tools_each(b, q, oai_tool, e) < 0) return -1;
     json_t *tc = json_object_get(b, "tool_choice");
     if (tc && json_is_string(tc)) {
         const char *c = json_string_value(tc);
@@ -155,8 +149,7 @@ static int parse_tools(json_t *b, zl_request *q, zl_verr *e) {
     } else if (tc && !json_is_null(tc)) {
         return zl_verr_set(e, "tool_choice", "tool_choice: expected a string or an object");
     }
-    if (q->tool_choice != ZL_TOOLS_AUTO && q->tool_choice != ZL_TOOLS_NONE && !q->n_tools)
-        return zl_verr_set(e, "tool_choice", "tool_choice: requires tools");
+    if (zl_tools_check_choice(q, e) < 0) return -1;
     if (zl_jv_bool(b, "parallel_tool_calls", "", &q->parallel_tools, e) < 0) return -1;
     if (!json_object_get(b, "parallel_tool_calls")) q->parallel_tools = 1;
     const char *effort = NULL;

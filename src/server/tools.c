@@ -22,6 +22,28 @@ typedef struct zl_choice_split {
     int blocks[3];
 } zl_choice_split;
 
+int zl_tools_each(json_t *b, zl_request *q, int (*one)(json_t *t, const char *path, zl_request *q, zl_verr *e),
+                  zl_verr *e) {
+    json_t *tools = json_object_get(b, "tools");
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools)) return zl_verr_set(e, "tools", "tools: expected an array");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        char f[48];
+        snprintf(f, sizeof f, "tools[%zu]", i);
+        if (!json_is_object(t)) return zl_verr_set(e, f, "%s: expected an object", f);
+        if (one(t, f, q, e) < 0) return -1;
+    }
+    return 0;
+}
+
+int zl_tools_check_choice(const zl_request *q, zl_verr *e) {
+    if (q->tool_choice != ZL_TOOLS_AUTO && q->tool_choice != ZL_TOOLS_NONE && !q->n_tools)
+        return zl_verr_set(e, "tool_choice", "tool_choice: requires tools");
+    return 0;
+}
+
 static int grammar_ok(const char *text, const char *param, zl_verr *e) {
     zl_grammar *g = NULL;
     zl_err err = {0};

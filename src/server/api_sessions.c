@@ -123,42 +123,26 @@ enum MHD_Result zl_sess_error(zl_req *r, zl_ekind kind, const char *reason, cons
 }
 
 json_t *zl_sess_status_json(zl_api api, zl_sess_status st, const char *id, double ttl_s, int *status) {
+    /* per status: the error kind, the reason code and the message (%s: the id; EXPIRED: then the ttl) */
+    static const struct { zl_sess_status st; zl_ekind kind; const char *reason, *fmt; } t[] = {
+        {ZL_SESS_UNKNOWN, ZL_E_NOT_FOUND, "not_found", "session %s does not exist"},
+        {ZL_SESS_TENANT, ZL_E_FORBIDDEN, "forbidden", "session %s belongs to another tenant"},
+        {ZL_SESS_EXPIRED, ZL_E_GONE, "expired", "session %s expired after %.0f s idle; create a new one"},
+        {ZL_SESS_EVICTED, ZL_E_GONE, "evicted",
+         "session %s was evicted (KV memory budget or per-tenant session bound); create a new one"},
+        {ZL_SESS_DELETED, ZL_E_GONE, "deleted", "session %s was deleted"},
+        {ZL_SESS_BUSY, ZL_E_CONFLICT, "busy", "session %s is running another request; one request at a time"},
+        {ZL_SESS_LIMIT, ZL_E_RATE_LIMIT, "limit", "this tenant has the most sessions allowed and all of them are busy%s"},
+    };
     char msg[512];
-    zl_ekind kind;
-    switch (st) {
-    case ZL_SESS_UNKNOWN:
-        kind = ZL_E_NOT_FOUND;
-        snprintf(msg, sizeof msg, "session %s does not exist", id);
-        break;
-    case ZL_SESS_TENANT:
-        kind = ZL_E_FORBIDDEN;
-        snprintf(msg, sizeof msg, "session %s belongs to another tenant", id);
-        break;
-    case ZL_SESS_EXPIRED:
-        kind = ZL_E_GONE;
-        snprintf(msg, sizeof msg, "session %s expired after %.0f s idle; create a new one", id, ttl_s);
-        break;
-    case ZL_SESS_EVICTED:
-        kind = ZL_E_GONE;
-        snprintf(msg, sizeof msg,
-                 "session %s was evicted (KV memory budget or per-tenant session bound); create a new one", id);
-        break;
-    case ZL_SESS_DELETED:
-        kind = ZL_E_GONE;
-        snprintf(msg, sizeof msg, "session %s was deleted", id);
-        break;
-    case ZL_SESS_BUSY:
-        kind = ZL_E_CONFLICT;
-        snprintf(msg, sizeof msg, "session %s is running another request; one request at a time", id);
-        break;
-    case ZL_SESS_LIMIT:
-        kind = ZL_E_RATE_LIMIT;
-        snprintf(msg, sizeof msg, "this tenant has the most sessions allowed and all of them are busy");
-        break;
-    default: kind = ZL_E_INTERNAL; snprintf(msg, sizeof msg, "session error"); break;
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        if (t[i].st != st) continue;
+        if (st == ZL_SESS_EXPIRED) snprintf(msg, sizeof msg, t[i].fmt, id, ttl_s);
+        else if (st == ZL_SESS_LIMIT) snprintf(msg, sizeof msg, t[i].fmt, "");
+        else snprintf(msg, sizeof msg, t[i].fmt, id);
+        return zl_error_json_code(api, t[i].kind, NULL, t[i].reason, msg, status);
     }
-    const char *reason = st == ZL_SESS_UNKNOWN ? "not_found" : kind == ZL_E_INTERNAL ? "internal" : zl_sess_status_name(st);
-    return zl_error_json_code(api, kind, NULL, reason, msg, status);
+    return zl_error_json_code(api, ZL_E_INTERNAL, NULL, "internal", "session error", status);
 }
 
 static enum MHD_Result status_reply(zl_req *r, zl_sess_status st, const char *id) {

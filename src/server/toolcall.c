@@ -366,25 +366,34 @@ static int parse_calls(zl_tc_parser *p, const char *s, size_t n) {
     return rc;
 }
 
+/* The string state of a JSON text scanned byte by byte: whether byte c is
+ * inside a string (its quotes included: the opening one enters, the closing
+ * one leaves after itself). */
+typedef struct jstr {
+    int in, esc;
+} jstr;
+static int jstr_step(jstr *j, char c) {
+    if (!j->in) return (j->in = c == '"');
+    if (j->esc) j->esc = 0;
+    else if (c == '\\') j->esc = 1;
+    else if (c == '"') j->in = 0;
+    return 1;
+}
+
+static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
 /* End of the JSON value starting at s[0] (after spaces), or 0 if it is not
  * complete yet. */
 static size_t json_end(const char *s, size_t n) {
-    int depth = 0, in_str = 0, esc = 0, began = 0;
+    int depth = 0, began = 0;
+    jstr js = {0};
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (in_str) {
-            if (esc) esc = 0;
-            else if (c == '\\') esc = 1;
-            else if (c == '"') in_str = 0;
-            continue;
-        }
-        if (!began && (c == ' ' || c == '\n' || c == '\t' || c == '\r')) continue;
+        if (!began && is_ws(c)) continue;
         began = 1;
-        if (c == '"') in_str = 1;
-        else if (c == '{' || c == '[') depth++;
-        else if (c == '}' || c == ']') {
-            if (--depth == 0) return i + 1;
-        }
+        if (jstr_step(&js, c)) continue;
+        if (c == '{' || c == '[') depth++;
+        else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
     }
     return 0;
 }
@@ -392,7 +401,7 @@ static size_t json_end(const char *s, size_t n) {
 /* ---- calls as they are written ---- */
 
 static size_t skip_ws(const char *s, size_t n, size_t i) {
-    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r')) i++;
+    while (i < n && is_ws(s[i])) i++;
     return i;
 }
 
@@ -413,7 +422,7 @@ static size_t value_end(const char *s, size_t n, size_t i) {
         return e ? i + e : 0;
     }
     for (size_t k = i; k < n; k++)
-        if (s[k] == ',' || s[k] == '}' || s[k] == ']' || s[k] == ' ' || s[k] == '\n' || s[k] == '\t' || s[k] == '\r')
+        if (s[k] == ',' || s[k] == '}' || s[k] == ']' || is_ws(s[k]))
             return k;
     return 0;
 }
@@ -495,20 +504,12 @@ static int view_live(const tc_view *v, const char *s) { return v->name_len && v-
 
 /* JSON text without the white space outside its strings. */
 static void minify(zl_buf *b, const char *s, size_t n) {
-    int in_str = 0, esc = 0;
+    jstr js = {0};
     size_t run = 0; /* start of the bytes not yet copied */
     for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (in_str) {
-            if (esc) esc = 0;
-            else if (c == '\\') esc = 1;
-            else if (c == '"') in_str = 0;
-        } else if (c == '"') {
-            in_str = 1;
-        } else if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
-            zl_buf_put(b, s + run, i - run);
-            run = i + 1;
-        }
+        if (jstr_step(&js, s[i]) || !is_ws(s[i])) continue;
+        zl_buf_put(b, s + run, i - run);
+        run = i + 1;
     }
     zl_buf_put(b, s + run, n - run);
 }

@@ -269,13 +269,18 @@ try {
     assert.equal(u.status, 403); // the token names another session
   });
 
-  await check('expiry: an open stream ends with the API\'s own error event (Anthropic event: error, OpenAI data: {error})', async () => {
+  // a long stream on a fresh session (ttl 1 s): its body once the session expired under it
+  const expiringStream = async (path) => {
     const s = await newSession(T.url);
-    const r = await fetch(T.url + '/v1/messages', {
+    const r = await fetch(T.url + path, {
       method: 'POST', headers: { 'content-type': 'application/json', 'X-Zerolayer-Session': s.token },
       body: JSON.stringify({ model: 'm', max_tokens: 400, stream: true, temperature: 0, messages: [{ role: 'user', content: 'Tell me a long story.' }] }),
     });
-    const body = await r.text();
+    return r.text();
+  };
+
+  await check('expiry: an open stream ends with the API\'s own error event (Anthropic event: error, OpenAI data: {error})', async () => {
+    const body = await expiringStream('/v1/messages');
     const ev = body.match(/event: error\ndata: (\{[^\n]*\})/);
     assert.ok(ev, body.slice(-400));
     const e = JSON.parse(ev[1]);
@@ -287,12 +292,7 @@ try {
   });
 
   await check('expiry: an open OpenAI stream ends with data: {error} (code expired), no [DONE]', async () => {
-    const s = await newSession(T.url);
-    const r = await fetch(T.url + '/v1/chat/completions', {
-      method: 'POST', headers: { 'content-type': 'application/json', 'X-Zerolayer-Session': s.token },
-      body: JSON.stringify({ model: 'm', max_tokens: 400, stream: true, temperature: 0, messages: [{ role: 'user', content: 'Tell me a long story.' }] }),
-    });
-    const body = await r.text();
+    const body = await expiringStream('/v1/chat/completions');
     const ev = body.match(/^data: (\{"error"[^\n]*\})/m);
     assert.ok(ev, body.slice(-400));
     const e = JSON.parse(ev[1]).error;

@@ -32,7 +32,9 @@ typedef struct sess {
     uint8_t *coded;         /* the state coded while idle (zl_sessions_codec), seq NULL then */
     size_t coded_bytes;
     int coded_tokens;
-    int coding;             /* the sweeper is coding seq without the lock: wait (wait_coding) */
+    int coding;             /* the sweeper is coding or spilling seq without the lock: wait (wait_coding) */
+    int spilled;            /* the state is with the spill hooks (zl_sessions_spill), seq and coded NULL */
+    int spilled_tokens;
     struct sess *next;
 } sess;
 
@@ -76,6 +78,9 @@ struct zl_sessions {
     pthread_cond_t spare_cv;
     uint64_t coded_total, decoded_total, encoded_bytes, decoded_bytes;
     double encode_ms, decode_ms;
+    uint64_t spilled_total, unspilled_total, spill_failed_total;
+    double spill_ms, unspill_ms;
+    int spill_due; /* the idle KV went over budget: the sweeper spills (spill_over_budget) */
 };
 
 typedef struct hook_ud {
@@ -106,6 +111,8 @@ static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     }
     free(x->coded);
     x->coded = NULL;
+    if (x->spilled) s->o.spill.drop(s->o.spill.ud, x->id);
+    x->spilled = 0;
     free(x->history);
     x->history = NULL;
     if (why == ZL_SESS_EXPIRED) s->expired_total++;
@@ -126,7 +133,7 @@ static void fill_info(const zl_sessions *s, const sess *x, zl_session_info *info
     info->created_unix = x->created_unix;
     info->last_used_unix = wall - (now - x->last_used) / 1e3;
     info->expires_unix = info->last_used_unix + s->o.ttl_s;
-    info->n_tokens = x->seq ? zl_seq_n_past(x->seq) : x->coded ? x->coded_tokens : 0;
+    info->n_tokens = x->seq ? zl_seq_n_past(x->seq) : x->coded ? x->coded_tokens : x->spilled ? x->spilled_tokens : 0;
     info->committed = x->committed;
     info->kv_bytes = x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
     info->busy = x->busy;
@@ -155,19 +162,87 @@ static zl_sess_status lookup(zl_sessions *s, const char *id, const char *tenant,
     return x->state;
 }
 
-/* Under mu: evict least-recently-used idle sessions while the idle KV is over budget. */
+/* Under mu: the idle KV bytes, and the least recently used idle session
+ * holding some (spill: one that can be spilled now), or NULL. */
+static size_t idle_bytes(const zl_sessions *s, int spill, sess **lru) {
+    size_t total = 0;
+    *lru = NULL;
+    for (sess *x = s->head; x; x = x->next) {
+        if (x->state != ZL_SESS_OK || (!x->seq && !x->coded)) continue;
+        total += x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
+        int held = x->coded || zl_seq_n_past(x->seq) > 0;
+        if (spill) held = held && !x->seq_out && !x->coding && !x->prefill_at;
+        if (!x->busy && held && (!*lru || x->last_used < (*lru)->last_used)) *lru = x;
+    }
+    return total;
+}
+
+/* Under mu: evict least-recently-used idle sessions while the idle KV is
+ * over budget; with spill hooks leave that to the sweeper (spill_over_budget:
+ * sealing a session is too slow for the engine thread that calls this). */
 static void enforce_budget(zl_sessions *s) {
     for (;;) {
-        size_t total = 0;
-        sess *lru = NULL;
-        for (sess *x = s->head; x; x = x->next) {
-            if (x->state != ZL_SESS_OK || (!x->seq && !x->coded)) continue;
-            total += x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
-            int held = x->coded || zl_seq_n_past(x->seq) > 0;
-            if (!x->busy && held && (!lru || x->last_used < lru->last_used)) lru = x;
-        }
+        sess *lru;
+        size_t total = idle_bytes(s, 0, &lru);
         if (total <= s->o.kv_budget || !lru) return;
+        if (s->o.spill.put) {
+            s->spill_due = 1;
+            pthread_cond_signal(&s->cv);
+            return;
+        }
         sess_kill(s, lru, ZL_SESS_EVICTED);
+    }
+}
+
+/* Under mu (dropped while each put runs): spill least-recently-used idle
+ * sessions while the idle KV is over budget; a failed put evicts. */
+static void spill_over_budget(zl_sessions *s) {
+    const zl_sessions_spill *sp = &s->o.spill;
+    if (!sp->put || !s->spill_due) return;
+    s->spill_due = 0;
+    for (;;) {
+        sess *x;
+        if (idle_bytes(s, 1, &x) <= s->o.kv_budget || !x) return;
+        x->coding = 1;
+        zl_seq *q = x->seq;
+        uint8_t *code = x->coded; /* ours while put reads it: a kill meanwhile must not free it */
+        size_t bytes = x->coded_bytes;
+        int n = q ? zl_seq_n_past(q) : x->coded_tokens;
+        char id[sizeof x->id], tenant[sizeof x->tenant], *hist = x->history ? strdup(x->history) : NULL;
+        memcpy(id, x->id, sizeof id);
+        memcpy(tenant, x->tenant, sizeof tenant);
+        double created = x->created_unix, last = zl_wall_s() - (zl_now_ms() - x->last_used) / 1e3;
+        x->coded = NULL;
+        pthread_mutex_unlock(&s->mu);
+        double t0 = zl_now_ms();
+        int rc = sp->put(sp->ud, id, tenant, created, last, q, code, bytes, hist);
+        double ms = zl_now_ms() - t0;
+        free(hist);
+        pthread_mutex_lock(&s->mu);
+        x->coding = 0;
+        if (x->state != ZL_SESS_OK) { /* killed meanwhile: its sequence was left to us */
+            if (!rc) sp->drop(sp->ud, id);
+            seq_destroy(q);
+            x->seq = NULL;
+            free(code);
+        } else if (x->busy) { /* a request is about to use it: keep it here */
+            if (!rc) sp->drop(sp->ud, id);
+            x->coded = code;
+        } else if (rc) {
+            x->coded = code;
+            s->spill_failed_total++;
+            sess_kill(s, x, ZL_SESS_EVICTED);
+        } else {
+            x->seq = NULL;
+            seq_destroy(q);
+            free(code);
+            x->coded_bytes = 0;
+            x->spilled = 1;
+            x->spilled_tokens = n;
+            s->spilled_total++;
+            s->spill_ms += ms;
+        }
+        pthread_cond_broadcast(&s->home_cv);
     }
 }
 
@@ -232,6 +307,7 @@ void zl_sessions_sweep(zl_sessions *s) {
         pp = &x->next;
     }
     code_one(s);
+    spill_over_budget(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -488,6 +564,8 @@ zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *ten
         free(x->coded);
         x->coded = NULL;
         x->coded_bytes = 0;
+        if (x->spilled) s->o.spill.drop(s->o.spill.ud, x->id);
+        x->spilled = 0;
         x->committed = 0;
         x->prefill_at = 0;
         free(x->history);
@@ -629,6 +707,7 @@ static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int
         if (st == ZL_SESS_OK && x->state != ZL_SESS_OK) st = x->state;
         uint8_t *code = NULL;
         size_t bytes = 0;
+        int spilled = 0;
         if (st == ZL_SESS_OK) {
             q = x->seq;
             x->seq = NULL;
@@ -637,8 +716,24 @@ static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int
             bytes = x->coded_bytes;
             x->coded = NULL;
             x->coded_bytes = 0;
+            spilled = x->spilled;
+            x->spilled = 0; /* ours now: a kill meanwhile leaves the stored copy to us */
         }
         pthread_mutex_unlock(&s->mu);
+        if (spilled) { /* bring the spilled state back; on failure the request simply prefills its prompt */
+            zl_err ce = {0};
+            double t0 = zl_now_ms();
+            if (zl_seq_new(&q, llm, so, &ce) || s->o.spill.get(s->o.spill.ud, h->id, h->tenant, q)) {
+                seq_destroy(q);
+                q = NULL;
+            }
+            s->o.spill.drop(s->o.spill.ud, h->id);
+            double ms = zl_now_ms() - t0;
+            pthread_mutex_lock(&s->mu);
+            s->unspilled_total++;
+            s->unspill_ms += ms;
+            pthread_mutex_unlock(&s->mu);
+        }
         if (code) { /* rebuild the coded state; on failure the request simply prefills its prompt */
             zl_err ce = {0};
             double t0 = zl_now_ms();
@@ -771,7 +866,13 @@ void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
         st->active++;
         if (x->seq) st->kv_bytes += zl_seq_kv_bytes_used(x->seq);
         if (x->coded) st->kv_bytes += x->coded_bytes, st->coded++;
+        st->spilled += x->spilled;
     }
+    st->spilled_total = s->spilled_total;
+    st->unspilled_total = s->unspilled_total;
+    st->spill_failed_total = s->spill_failed_total;
+    st->spill_ms = s->spill_ms;
+    st->unspill_ms = s->unspill_ms;
     st->coded_total = s->coded_total;
     st->decoded_total = s->decoded_total;
     st->encoded_bytes = s->encoded_bytes;
@@ -807,6 +908,7 @@ zl_sess_status zl_sessions_copy_state(zl_sessions *s, const char *id, const char
         int n = x->seq ? zl_seq_n_past(x->seq) : 0;
         if (n && zl_seq_copy_prefix(dst, x->seq, n, NULL)) st = ZL_SESS_LIMIT;
         if (x->coded && s->o.codec.decode(s->o.codec.ud, dst, x->coded, x->coded_bytes)) st = ZL_SESS_LIMIT;
+        if (x->spilled && s->o.spill.get(s->o.spill.ud, x->id, x->tenant, dst)) st = ZL_SESS_LIMIT;
         if (st == ZL_SESS_OK && x->history) *history = strdup(x->history);
         x->last_used = zl_now_ms();
     }

@@ -12,7 +12,8 @@
  * tokens; nothing here knows HTTP, JSON or cryptography).  Every lookup
  * compares the tenant.  Idle sessions expire after ttl; when the sessions'
  * KV bytes exceed the budget, or a tenant opens more sessions than allowed,
- * the least recently used idle sessions are evicted.  Expired, evicted,
+ * the least recently used idle sessions are evicted (or spilled:
+ * zl_sessions_spill).  Expired, evicted,
  * flushed and deleted sessions have their KV zeroed before it is freed, and
  * leave a tombstone so their next use can say why they are gone.  A
  * background thread applies expiry, drops typing-ahead input that was
@@ -46,6 +47,22 @@ typedef struct zl_sessions_codec {
     double idle_s; /* 0: off */
 } zl_sessions_codec;
 
+/* Spilling idle sessions past the KV budget (serve --state-dir): instead of
+ * evicting the least recently used idle session, the sweeper hands its state
+ * to put (without the store's lock: the session is marked coding and every
+ * user of its sequence waits) and keeps only its record; the next request
+ * (engine thread) or snapshot gets the state back with get, after which
+ * (or when the session goes) drop forgets the stored copy.  A failed put
+ * evicts the session as before.  The store knows nothing of files. */
+typedef struct zl_sessions_spill {
+    /* seq, or the idle code (zl_sessions_codec) when the session is held coded; 0 when stored */
+    int (*put)(void *ud, const char *id, const char *tenant, double created_unix, double last_used_unix,
+               const zl_seq *seq, const uint8_t *code, size_t code_bytes, const char *history);
+    int (*get)(void *ud, const char *id, const char *tenant, zl_seq *seq); /* into a fresh sequence */
+    void (*drop)(void *ud, const char *id);
+    void *ud;
+} zl_sessions_spill;
+
 typedef struct zl_sessions_opts {
     double ttl_s;          /* idle time before expiry (default 120) */
     double prefill_idle_s; /* typing-ahead input kept this long without a request (default 3) */
@@ -54,6 +71,7 @@ typedef struct zl_sessions_opts {
     size_t pcache_bytes;   /* prefix cache bound (0: off) */
     int pcache_block;      /* tokens per prefix-cache block (default 16) */
     zl_sessions_codec codec; /* idle sessions coded (zero: never) */
+    zl_sessions_spill spill; /* sessions over kv_budget spilled (zero: evicted) */
     double spare_idle_ms;  /* quiet time (no job holding a sequence) before the spare sequence is
                               mapped (default 100; < 0: none) */
 } zl_sessions_opts;
@@ -90,6 +108,10 @@ typedef struct zl_sessions_stats {
     uint64_t coded_total, decoded_total;      /* sessions coded / rebuilt so far */
     uint64_t encoded_bytes, decoded_bytes;    /* code bytes produced / read so far */
     double encode_ms, decode_ms;              /* time spent coding and rebuilding so far */
+    int spilled;                              /* sessions whose state is spilled now (not in kv_bytes) */
+    uint64_t spilled_total, unspilled_total;  /* sessions spilled / brought back so far */
+    uint64_t spill_failed_total;              /* spills that failed (those sessions were evicted) */
+    double spill_ms, unspill_ms;              /* time spent spilling and bringing back */
     int spare_ready;
     uint64_t spare_bytes_mapped, spares_made, spares_taken, spares_taken_part;
 } zl_sessions_stats;

@@ -96,6 +96,7 @@ int zl_state_idle_codec(const zl_srv *srv, zl_sessions_codec *out, zl_err *err) 
 
 const uint8_t *zl_state_key(const zl_srv *srv) { return srv->state && srv->state->has_key ? srv->state->key : NULL; }
 const uint8_t *zl_state_fingerprint(const zl_srv *srv) { return srv->state->fingerprint; }
+const zl_codec *zl_state_codec(const zl_srv *srv) { return srv->state ? srv->state->codec : NULL; }
 
 void zl_state_free(zl_srv *srv) {
     if (!srv->state) return;

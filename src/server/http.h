@@ -201,10 +201,14 @@ int zl_state_idle_codec(const zl_srv *srv, zl_sessions_codec *out, zl_err *err);
 /* The server key (NULL: none) and the model fingerprint. */
 const uint8_t *zl_state_key(const zl_srv *srv);
 const uint8_t *zl_state_fingerprint(const zl_srv *srv);
+/* The learned codec (--codec), or NULL. */
+const struct zl_codec *zl_state_codec(const zl_srv *srv);
 /* --state-dir (state_dir.c): restore the saved sessions at start (after the
  * scheduler exists); save every live session at shutdown. */
 int zl_state_dir_load(zl_srv *srv, zl_err *err);
 void zl_state_dir_save(zl_srv *srv);
+/* The session store's spill hooks over DIR (zero without --state-dir). */
+void zl_state_dir_spill(zl_srv *srv, zl_sessions_spill *out);
 /* Per generation request: the tenant, and the session when the request
  * names one (X-Zerolayer-Session header or body field `session`). */
 typedef struct zl_sess_req zl_sess_req;

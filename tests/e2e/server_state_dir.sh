@@ -12,7 +12,9 @@
 #     the server still starts;
 #   - --state-dir without --state-key-file is a one-line error;
 #   - a full disk (a 64 KiB tmpfs, when this user may mount one) is a clear
-#     error line and leaves no file behind.
+#     error line and leaves no file behind;
+#   - past --session-kv-mb the LRU idle session is spilled to DIR, not
+#     evicted, and its next turn brings it back with the re-prefill text.
 # usage: server_state_dir.sh BIN ROOT
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -122,5 +124,39 @@ PY
 else
   echo "SKIP full disk: cannot mount a tmpfs here"
 fi
+# over --session-kv-mb with --state-dir: the LRU idle session is spilled to a file (not evicted) and its next
+# turn brings it back: the same greedy text as re-prefilling, its tokens reused, the file gone
+D="$T/spill"
+start --session-kv-mb 1 || exit 1
+py <<'PY'
+import sys, time, os, re, urllib.request; exec(open(sys.argv[2] + '/lib.py').read())
+def metric(name):
+    m = re.search(r'^%s (\S+)$' % name, urllib.request.urlopen(URL + '/metrics').read().decode(), re.M)
+    return float(m.group(1))
+P = (P1 + ' there was a little girl named Lily. She loved to play outside in the sun with her friends.') * 11
+ss, texts = [], []
+for i in range(5):  # ~400 tokens of 640 bytes each: the fourth goes over 1 MB
+    st, s = req('/v1/sessions', {}); ss.append(s)
+    texts.append(complete(P, s['token'])[0])
+for _ in range(100):
+    if metric('zerolayer_sessions_spilled') >= 1: break
+    time.sleep(0.1)
+files = sorted(f for f in os.listdir(T + '/spill') if f.endswith('.zls'))
+a = ss[0]
+ok = metric('zerolayer_sessions_spilled') >= 1 and metric('zerolayer_sessions_evicted_total') == 0 and a['id'] + '.zls' in files
+print(('ok   ' if ok else 'FAIL ') + 'over the budget the LRU session is spilled, none evicted: %s' % files)
+st, info = req('/v1/sessions/' + a['id'], None, a['token'], 'GET')
+ok2 = st == 200 and info['cached_tokens'] > 0
+print(('ok   ' if ok2 else 'FAIL ') + 'the spilled session is still there (%d, %s)' % (st, info))
+t2, cached = complete(P + texts[0] + P2, a['token'])
+ref, _ = complete(P + texts[0] + P2)
+ok3 = t2 == ref and cached >= info['cached_tokens'] - 1 and metric('zerolayer_sessions_unspilled_total') >= 1
+print(('ok   ' if ok3 else 'FAIL ') + 'its next turn brings it back: re-prefill greedy text, %d tokens reused: %r' % (cached, t2))
+ok4 = not os.path.exists(T + '/spill/' + a['id'] + '.zls') or metric('zerolayer_sessions_spilled') >= 1
+print(('ok   ' if ok4 else 'FAIL ') + 'its file is removed once it is back (unless spilled again)')
+sys.exit(0 if ok and ok2 and ok3 and ok4 else 1)
+PY
+check $? "spill past --session-kv-mb and back"
+stop
 echo "fails: $fails"
 [ $fails = 0 ]

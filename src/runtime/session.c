@@ -35,6 +35,9 @@ typedef struct sess {
     int coding;             /* the sweeper is coding or spilling seq without the lock: wait (wait_coding) */
     int spilled;            /* the state is with the spill hooks (zl_sessions_spill), seq and coded NULL */
     int spilled_tokens;
+    size_t stored_bytes, stored_exact; /* of the code or the spill, for zl_session_restore */
+    double store_ms;
+    zl_session_restore last; /* how the current (or last) request got its state */
     struct sess *next;
 } sess;
 
@@ -78,7 +81,7 @@ struct zl_sessions {
     pthread_cond_t spare_cv;
     uint64_t coded_total, decoded_total, encoded_bytes, decoded_bytes;
     double encode_ms, decode_ms;
-    uint64_t spilled_total, unspilled_total, spill_failed_total;
+    uint64_t spilled_total, unspilled_total, spill_failed_total, encoded_exact_bytes;
     double spill_ms, unspill_ms;
     int spill_due; /* the idle KV went over budget: the sweeper spills (spill_over_budget) */
 };
@@ -162,6 +165,13 @@ static zl_sess_status lookup(zl_sessions *s, const char *id, const char *tenant,
     return x->state;
 }
 
+/* K+V bytes of q's tokens in its cache's own type. */
+static size_t exact_bytes(const zl_seq *q) {
+    zl_kv_stats ks;
+    zl_seq_kv_stats(q, &ks);
+    return (size_t)ks.bytes_per_token * (size_t)zl_seq_n_past(q);
+}
+
 /* Under mu: the idle KV bytes, and the least recently used idle session
  * holding some (spill: one that can be spilled now), or NULL. */
 static size_t idle_bytes(const zl_sessions *s, int spill, sess **lru) {
@@ -208,6 +218,7 @@ static void spill_over_budget(zl_sessions *s) {
         uint8_t *code = x->coded; /* ours while put reads it: a kill meanwhile must not free it */
         size_t bytes = x->coded_bytes;
         int n = q ? zl_seq_n_past(q) : x->coded_tokens;
+        size_t exact = q ? exact_bytes(q) : x->stored_exact, stored = 0;
         char id[sizeof x->id], tenant[sizeof x->tenant], *hist = x->history ? strdup(x->history) : NULL;
         memcpy(id, x->id, sizeof id);
         memcpy(tenant, x->tenant, sizeof tenant);
@@ -215,7 +226,7 @@ static void spill_over_budget(zl_sessions *s) {
         x->coded = NULL;
         pthread_mutex_unlock(&s->mu);
         double t0 = zl_now_ms();
-        int rc = sp->put(sp->ud, id, tenant, created, last, q, code, bytes, hist);
+        int rc = sp->put(sp->ud, id, tenant, created, last, q, code, bytes, hist, &stored);
         double ms = zl_now_ms() - t0;
         free(hist);
         pthread_mutex_lock(&s->mu);
@@ -239,6 +250,9 @@ static void spill_over_budget(zl_sessions *s) {
             x->coded_bytes = 0;
             x->spilled = 1;
             x->spilled_tokens = n;
+            x->stored_bytes = stored;
+            x->stored_exact = exact;
+            x->store_ms = ms;
             s->spilled_total++;
             s->spill_ms += ms;
         }
@@ -278,6 +292,10 @@ static void code_one(zl_sessions *s) {
         x->coded = code;
         x->coded_bytes = bytes;
         x->coded_tokens = zl_seq_n_past(q);
+        x->stored_bytes = bytes;
+        x->stored_exact = exact_bytes(q);
+        x->store_ms = ms;
+        s->encoded_exact_bytes += x->stored_exact;
         x->seq = NULL;
         seq_destroy(q);
         s->coded_total++;
@@ -621,6 +639,16 @@ char *zl_sessions_history(zl_sessions *s, const char *id, const char *tenant) {
     return h;
 }
 
+zl_sess_status zl_sessions_restore_info(zl_sessions *s, const char *id, zl_session_restore *out) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup(s, id, NULL, &x);
+    memset(out, 0, sizeof *out);
+    if (x) *out = x->last;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
 zl_sess_status zl_sessions_check(zl_sessions *s, const char *id) {
     pthread_mutex_lock(&s->mu);
     sess *x;
@@ -718,6 +746,10 @@ static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int
             x->coded_bytes = 0;
             spilled = x->spilled;
             x->spilled = 0; /* ours now: a kill meanwhile leaves the stored copy to us */
+            x->last = (zl_session_restore){code ? ZL_SESS_FROM_CODE : spilled ? ZL_SESS_FROM_SPILL : ZL_SESS_FROM_MEMORY,
+                                           1, code ? x->coded_tokens : spilled ? x->spilled_tokens : 0,
+                                           code || spilled ? x->stored_bytes : 0, code || spilled ? x->stored_exact : 0,
+                                           code || spilled ? x->store_ms : 0, 0};
         }
         pthread_mutex_unlock(&s->mu);
         if (spilled) { /* bring the spilled state back; on failure the request simply prefills its prompt */
@@ -732,6 +764,8 @@ static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int
             pthread_mutex_lock(&s->mu);
             s->unspilled_total++;
             s->unspill_ms += ms;
+            x->last.ok = q != NULL; /* x outlives this: tombstones stay for minutes, and only the sweeper frees them */
+            x->last.load_ms = ms;
             pthread_mutex_unlock(&s->mu);
         }
         if (code) { /* rebuild the coded state; on failure the request simply prefills its prompt */
@@ -747,6 +781,8 @@ static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int
             s->decoded_total++;
             s->decoded_bytes += bytes;
             s->decode_ms += ms;
+            x->last.ok = q != NULL;
+            x->last.load_ms = ms;
             pthread_mutex_unlock(&s->mu);
         }
         if (st != ZL_SESS_OK) {
@@ -877,6 +913,7 @@ void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
     st->decoded_total = s->decoded_total;
     st->encoded_bytes = s->encoded_bytes;
     st->decoded_bytes = s->decoded_bytes;
+    st->encoded_exact_bytes = s->encoded_exact_bytes;
     st->encode_ms = s->encode_ms;
     st->decode_ms = s->decode_ms;
     st->expired_total = s->expired_total;

@@ -57,7 +57,7 @@ typedef struct zl_sessions_codec {
 typedef struct zl_sessions_spill {
     /* seq, or the idle code (zl_sessions_codec) when the session is held coded; 0 when stored */
     int (*put)(void *ud, const char *id, const char *tenant, double created_unix, double last_used_unix,
-               const zl_seq *seq, const uint8_t *code, size_t code_bytes, const char *history);
+               const zl_seq *seq, const uint8_t *code, size_t code_bytes, const char *history, size_t *stored);
     int (*get)(void *ud, const char *id, const char *tenant, zl_seq *seq); /* into a fresh sequence */
     void (*drop)(void *ud, const char *id);
     void *ud;
@@ -107,6 +107,7 @@ typedef struct zl_sessions_stats {
     int coded;                                /* sessions held coded now (their bytes are in kv_bytes) */
     uint64_t coded_total, decoded_total;      /* sessions coded / rebuilt so far */
     uint64_t encoded_bytes, decoded_bytes;    /* code bytes produced / read so far */
+    uint64_t encoded_exact_bytes;             /* the K+V bytes those codes stand for (the ratio's denominator) */
     double encode_ms, decode_ms;              /* time spent coding and rebuilding so far */
     int spilled;                              /* sessions whose state is spilled now (not in kv_bytes) */
     uint64_t spilled_total, unspilled_total;  /* sessions spilled / brought back so far */
@@ -153,6 +154,20 @@ zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *ten
 void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t len);
 /* Copy of the stored conversation (malloc'd, NUL-terminated; NULL if none). */
 char *zl_sessions_history(zl_sessions *s, const char *id, const char *tenant);
+/* How the request now running on a session (between begin and end) got
+ * its state: from memory, or rebuilt from the idle code or a spill, with
+ * what storing it cost when it went idle and what rebuilding cost now. */
+typedef enum { ZL_SESS_FROM_MEMORY = 0, ZL_SESS_FROM_CODE, ZL_SESS_FROM_SPILL } zl_sess_from;
+typedef struct zl_session_restore {
+    zl_sess_from from;
+    int ok;             /* rebuilt (else the request prefilled its prompt) */
+    int tokens;         /* tokens stored */
+    size_t bytes;       /* bytes stored: the code, or the spilled file */
+    size_t exact_bytes; /* those tokens' K+V in the cache's own type */
+    double store_ms;    /* coding / spilling it when it went idle */
+    double load_ms;     /* rebuilding it for this request */
+} zl_session_restore;
+zl_sess_status zl_sessions_restore_info(zl_sessions *s, const char *id, zl_session_restore *out);
 /* Is the session still usable by the request that began on it?  (A stream
  * checks this between chunks; a busy session past its deadline expires here.) */
 zl_sess_status zl_sessions_check(zl_sessions *s, const char *id);

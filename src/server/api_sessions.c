@@ -265,6 +265,12 @@ static int hook_job(void *ud, zl_job *j, int choice) {
 
 static void on_end(zl_gen *g, void *ud) {
     zl_sess_req *c = ud;
+    if (c->id[0] && g) { /* before the session ends: still this request's figures */
+        zl_session_restore ri;
+        zl_sessions_restore_info(c->srv->sessions, c->id, &ri);
+        g->state = (zl_gen_state){(int)ri.from, ri.ok, ri.tokens, (double)ri.bytes, (double)ri.exact_bytes,
+                                  ri.store_ms, ri.load_ms};
+    }
     if (c->id[0]) {
         char *hist = NULL;
         if (g && c->conv && g->n == 1 &&
@@ -548,11 +554,14 @@ void zl_sessions_metrics(zl_srv *srv, zl_buf *o) {
                   "# HELP zerolayer_sessions_spill_seconds_total Time spent spilling sessions.\n"
                   "# TYPE zerolayer_sessions_spill_seconds_total counter\nzerolayer_sessions_spill_seconds_total %.6f\n"
                   "# HELP zerolayer_sessions_unspill_seconds_total Time spent bringing spilled sessions back.\n"
-                  "# TYPE zerolayer_sessions_unspill_seconds_total counter\nzerolayer_sessions_unspill_seconds_total %.6f\n",
+                  "# TYPE zerolayer_sessions_unspill_seconds_total counter\nzerolayer_sessions_unspill_seconds_total %.6f\n"
+                  "# HELP zerolayer_sessions_coded_ratio Bytes of the idle sessions' codes over the exact K+V bytes they stand for.\n"
+                  "# TYPE zerolayer_sessions_coded_ratio gauge\nzerolayer_sessions_coded_ratio %.6f\n",
                   (unsigned long long)st.pcache.hit_tokens, (unsigned long long)st.pcache.query_tokens, st.pcache.bytes,
                   st.pcache.entries, st.active, (unsigned long long)st.expired_total,
                   (unsigned long long)st.evicted_total, st.kv_bytes, st.coded, (unsigned long long)st.coded_total,
                   (unsigned long long)st.decoded_total, st.encode_ms / 1e3, st.decode_ms / 1e3, st.spilled,
                   (unsigned long long)st.spilled_total, (unsigned long long)st.unspilled_total,
-                  (unsigned long long)st.spill_failed_total, st.spill_ms / 1e3, st.unspill_ms / 1e3);
+                  (unsigned long long)st.spill_failed_total, st.spill_ms / 1e3, st.unspill_ms / 1e3,
+                  st.encoded_exact_bytes ? (double)st.encoded_bytes / (double)st.encoded_exact_bytes : 0.0);
 }

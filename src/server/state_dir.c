@@ -92,7 +92,7 @@ static void put(uint8_t **p, const void *v, size_t n) { memcpy(*p, v, n); *p += 
 
 /* Seal seq (rows exact, or coded by c) as session ref into DIR/<id>.zls; 0 when written. */
 static int seal_one(const zl_srv *srv, const zl_session_ref *ref, const zl_seq *seq, const char *hist,
-                    const zl_codec *c) {
+                    const zl_codec *c, size_t *written) {
     uint8_t td[32], *blob = NULL;
     size_t len = 0;
     zl_err err = {0};
@@ -117,6 +117,7 @@ static int seal_one(const zl_srv *srv, const zl_session_ref *ref, const zl_seq *
         char name[128];
         snprintf(name, sizeof name, "%s.zls", ref->id);
         rc = write_file(srv->o.state_dir, name, buf, n);
+        if (!rc && written) *written = n;
         free(buf);
     }
     free(blob);
@@ -142,7 +143,7 @@ static int save_one(zl_srv *srv, const zl_session_ref *ref) {
     char *hist = NULL;
     int rc = -1;
     if (zl_sessions_copy_state(srv->sessions, ref->id, ref->tenant, copy, &hist) == ZL_SESS_OK)
-        rc = seal_one(srv, ref, copy, hist, NULL);
+        rc = seal_one(srv, ref, copy, hist, NULL, NULL);
     free(hist);
     seq_zero_free(copy);
     return rc;
@@ -299,7 +300,7 @@ static void file_of(const zl_srv *srv, const char *id, char *path, size_t cap) {
 }
 
 static int spill_put(void *ud, const char *id, const char *tenant, double created, double last, const zl_seq *seq,
-                     const uint8_t *code, size_t code_bytes, const char *hist) {
+                     const uint8_t *code, size_t code_bytes, const char *hist, size_t *stored) {
     const zl_srv *srv = ud;
     zl_session_ref ref = {{0}, {0}, created, last};
     snprintf(ref.id, sizeof ref.id, "%s", id);
@@ -313,7 +314,7 @@ static int spill_put(void *ud, const char *id, const char *tenant, double create
         }
         seq = tmp;
     }
-    int rc = seal_one(srv, &ref, seq, hist, zl_state_codec(srv));
+    int rc = seal_one(srv, &ref, seq, hist, zl_state_codec(srv), stored);
     seq_zero_free(tmp);
     return rc;
 }

@@ -73,6 +73,8 @@ def session(url, user, state=None, passphrase=None):
 def complete(url, prompt, token=None, user='alice', n=16):
     st, j = req(url, '/v1/completions', {'prompt': prompt, 'max_tokens': n, 'temperature': 0, 'user': user}, token)
     assert st == 200, (st, j)
+    global last_timings
+    last_timings = j['timings']
     return j['choices'][0]['text'], j['timings']['cached_tokens']
 
 def snapshot(url, s, user='alice', **kw):
@@ -204,6 +206,15 @@ td2, cached = complete(D, p1 + td1 + p2, d['token'])
 md = metrics(D)
 check(cached >= n - 1 and md.get('zerolayer_sessions_decoded_total') == 1 and md.get('zerolayer_sessions_coded') == 0,
       'its next request rebuilds it and reuses the cache (%d cached): %r' % (cached, td2))
+ts = last_timings.get('state', {})
+check(ts.get('from') == 'code' and ts.get('rebuilt') is True and ts.get('tokens') == n and ts.get('bytes') == info['kv_bytes']
+      and ts.get('exact_bytes') == 640 * n and abs(ts.get('ratio', 0) - info['kv_bytes'] / (640 * n)) < 1e-9
+      and ts.get('encode_ms', 0) > 0 and ts.get('decode_ms', 0) > 0,
+      'its timings say how: %s' % ts)
+check('state' not in complete(D, p1 + td1 + p2 + td2, d['token']) and 'state' not in last_timings,
+      'a turn from memory has no state figures')
+check(abs(metrics(D).get('zerolayer_sessions_coded_ratio', 0) - info['kv_bytes'] / (640 * n)) < 1e-6,
+      '/metrics: the coded ratio')
 
 # ---- metrics
 with urllib.request.urlopen(A + '/metrics') as f:

@@ -326,7 +326,8 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     zl_session_info in;
     zl_seq *restored = NULL; /* POST {"state"}: the session starts from a snapshot (api_state.c) */
     zl_snap_info si = {0};
-    if (b && json_object_get(b, "state") && zl_state_restore(r, b, tenant, &restored, &si)) return MHD_YES;
+    if (((b && json_object_get(b, "state")) || r->body_blob) && zl_state_restore(r, b, tenant, &restored, &si))
+        return MHD_YES;
     zl_sess_status st = restored ? zl_sessions_create_with(r->srv->sessions, id, tenant, (double)ms / 1e3, restored,
                                                            si.history, si.history_len, &in)
                                  : zl_sessions_create(r->srv->sessions, id, tenant, (double)ms / 1e3, &in);

@@ -60,6 +60,7 @@ typedef struct zl_req {
     struct MHD_Connection *conn;
     zl_buf body;
     int too_large, started;
+    int body_blob;     /* the body is raw bytes (application/octet-stream on a ZL_BODY_JSON_OR_BLOB route) */
     const char *route; /* metrics label */
     const char *url;
     int status;
@@ -78,6 +79,8 @@ typedef struct zl_req {
 /* Replies: each queues the response and returns MHD's result. */
 enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j /* stolen */, const char *server_timing);
 enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const char *body, size_t len);
+/* 200, application/octet-stream, with n extra headers (hdrs: name, value, name, value, ...). */
+enum MHD_Result zl_reply_bytes(zl_req *r, const void *body, size_t len, const char *const *hdrs, int n);
 enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The error body of kind in an API's shape, and its status. */

@@ -114,6 +114,42 @@ check(ta == refa, 'A\'s own next turn is A\'s context only')
 st, ib = req(A, '/v1/sessions/' + b['id'], None, b['token'], 'GET', 'alice')
 check(st == 200 and ib['cached_tokens'] == snap_b['tokens'], 'B\'s session is untouched by A\'s turn')
 
+# ---- the sealed bytes without base64 (Accept / Content-Type: application/octet-stream)
+def raw(url, path, data=None, token=None, user='alice', accept=False, ctype='application/octet-stream', extra=None):
+    h = {'content-type': ctype, 'X-Zerolayer-User': user}
+    if accept: h['Accept'] = 'application/octet-stream'
+    if token: h['X-Zerolayer-Session'] = token
+    h.update(extra or {})
+    r = urllib.request.Request(url + path, data, h, method='POST')
+    try:
+        with urllib.request.urlopen(r, timeout=120) as f:
+            body = f.read()
+            return f.status, f.headers, body if f.headers['content-type'] == 'application/octet-stream' else json.loads(body)
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, json.load(e)
+st, hd, blob = raw(A, '/v1/sessions/%s/snapshot' % b['id'], json.dumps({'codec': 'exact'}).encode(), b['token'],
+                   accept=True, ctype='application/json')
+check(st == 200 and isinstance(blob, bytes) and len(blob) == snap_b['bytes'] and hd['X-Zerolayer-State-Tokens'] ==
+      str(snap_b['tokens']) and hd['X-Zerolayer-State-Codec'] == 'exact', 'a binary snapshot: %d bytes, headers %s' %
+      (len(blob) if isinstance(blob, bytes) else -1, {k: v for k, v in hd.items() if k.startswith('X-Zerolayer-State')}))
+st, _, c2 = raw(A, '/v1/sessions', blob)
+check(st == 200 and c2['tokens'] == snap_b['tokens'] and c2['codec'] == 'exact', 'restored from the raw bytes')
+t3b, cached = complete(A, p1 + t1 + p2 + t2 + p3, c2['token'])
+check(t3b == ref3 and cached >= snap_b['tokens'] - 1, 'and continues exactly as re-prefilling (cached %d)' % cached)
+bad = bytearray(blob); bad[len(bad) // 2] ^= 1
+st, _, j = raw(A, '/v1/sessions', bytes(bad))
+check(st == 400 and code(j)[0] == 'invalid_state', 'an altered raw blob: 400 invalid_state')
+st, _, j = raw(A, '/v1/sessions', blob, user='bob')
+check(st == 403 and code(j)[0] == 'forbidden', 'another tenant\'s raw blob: 403')
+st, _, pblob = raw(A, '/v1/sessions/%s/snapshot' % b['id'], json.dumps({'codec': 'exact', 'passphrase': 'pp'}).encode(),
+                   b['token'], accept=True, ctype='application/json')
+st, _, j = raw(A, '/v1/sessions', pblob, user='bob', extra={'X-Zerolayer-Passphrase': 'pp'})
+check(st == 200 and j['tokens'] == snap_b['tokens'], 'a passphrase in X-Zerolayer-Passphrase opens a raw blob for bob')
+st, _, j = raw(A, '/v1/sessions', pblob, user='bob', extra={'X-Zerolayer-Passphrase': 'nope'})
+check(st == 400 and code(j)[0] == 'invalid_state', 'a wrong header passphrase: 400 invalid_state')
+st, _, j = raw(A, '/v1/completions', b'xx')
+check(st == 415, 'octet-stream is for restoring a session only: 415 elsewhere (%s)' % j)
+
 # ---- learned codec
 st, sl = snapshot(A, a)
 st, se = snapshot(A, a, codec='exact')

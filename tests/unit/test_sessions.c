@@ -84,6 +84,17 @@ static void wait_spare(zl_sessions *ss) {
     cr_assert_fail("no spare sequence was made in 20 s");
 }
 
+/* K+V bytes of one cached token of the model. */
+static size_t kv_token_bytes(void) {
+    zl_seq_opts so = {.n_ctx = 8};
+    zl_seq *probe;
+    cr_assert_eq(zl_seq_new(&probe, g_llm, &so, NULL), 0);
+    zl_kv_stats ks;
+    zl_seq_kv_stats(probe, &ks);
+    zl_seq_free(probe);
+    return (size_t)ks.bytes_per_token;
+}
+
 static int all_zero(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (p[i]) return 0;
@@ -491,13 +502,7 @@ Test(sessions, statuses_expiry_eviction_prefill_idle, .init = setup, .fini = tea
     /* KV budget: room for about one sequence of ~40 tokens */
     int32_t *p, out[8];
     int n = tokenize("Once upon a time there was a little girl named Lily. She loved the big blue sky.", &p);
-    zl_seq_opts so = {.n_ctx = 8};
-    zl_seq *probe;
-    cr_assert_eq(zl_seq_new(&probe, g_llm, &so, NULL), 0);
-    zl_kv_stats ks;
-    zl_seq_kv_stats(probe, &ks);
-    zl_seq_free(probe);
-    ss = store(60, (size_t)ks.bytes_per_token * (size_t)(n + 10), 0);
+    ss = store(60, kv_token_bytes() * (size_t)(n + 10), 0);
     cr_assert_eq(zl_sessions_create(ss, "x", "t", 0, NULL), ZL_SESS_OK);
     cr_assert_eq(zl_sessions_create(ss, "y", "t2", 0, NULL), ZL_SESS_OK);
     const char *ids[] = {"x", "y"}, *ten[] = {"t", "t2"};
@@ -569,16 +574,10 @@ static void spill_drop(void *ud, const char *id) {
 Test(sessions, over_budget_spills_and_continues_exactly, .init = setup, .fini = teardown) {
     int32_t *p, out[16], ref[16], more[16];
     int n = tokenize("Once upon a time there was a little girl named Lily. She loved the big blue sky.", &p);
-    zl_seq_opts so1 = {.n_ctx = 8};
-    zl_seq *probe;
-    cr_assert_eq(zl_seq_new(&probe, g_llm, &so1, NULL), 0);
-    zl_kv_stats ks;
-    zl_seq_kv_stats(probe, &ks);
-    zl_seq_free(probe);
     for (int fail = 0; fail < 2; fail++) {
         fake_spill f = {.fail = fail};
         zl_sessions_opts o = {.ttl_s = 60, .prefill_idle_s = 0.2, .max_per_tenant = 2,
-                              .kv_budget = (size_t)ks.bytes_per_token * (size_t)(n + 10), .spare_idle_ms = 5,
+                              .kv_budget = kv_token_bytes() * (size_t)(n + 10), .spare_idle_ms = 5,
                               .spill = {spill_put, spill_get, spill_drop, &f}};
         zl_sessions *ss;
         cr_assert_eq(zl_sessions_new(&ss, &o, NULL), 0);

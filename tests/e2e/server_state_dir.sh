@@ -45,6 +45,11 @@ def complete(prompt, token=None):
     last_timings = j['timings']
     return j['choices'][0]['text'], j['timings']['cached_tokens']
 P1, P2 = 'Once upon a time', ' One day, she went to the park'
+P = (P1 + ' there was a little girl named Lily. She loved to play outside in the sun with her friends.') * 11
+def metric(name):
+    import re
+    m = re.search(r'^%s (\S+)$' % name, urllib.request.urlopen(URL + '/metrics').read().decode(), re.M)
+    return float(m.group(1))
 PY
 
 start || exit 1
@@ -131,11 +136,7 @@ fi
 D="$T/spill"
 start --session-kv-mb 1 || exit 1
 py <<'PY'
-import sys, time, os, re, urllib.request; exec(open(sys.argv[2] + '/lib.py').read())
-def metric(name):
-    m = re.search(r'^%s (\S+)$' % name, urllib.request.urlopen(URL + '/metrics').read().decode(), re.M)
-    return float(m.group(1))
-P = (P1 + ' there was a little girl named Lily. She loved to play outside in the sun with her friends.') * 11
+import sys, time, os; exec(open(sys.argv[2] + '/lib.py').read())
 ss, texts = [], []
 for i in range(5):  # ~400 tokens of 640 bytes each: the fourth goes over 1 MB
     st, s = req('/v1/sessions', {}); ss.append(s)
@@ -170,11 +171,7 @@ TEXT=/usr/share/common-licenses/GPL-3
 D="$T/spill2"
 start --session-kv-mb 1 --codec "$T/c.zlc" --compress-idle 0.3 || exit 1
 py <<'PY'
-import sys, time, os, re, urllib.request; exec(open(sys.argv[2] + '/lib.py').read())
-def metric(name):
-    m = re.search(r'^%s (\S+)$' % name, urllib.request.urlopen(URL + '/metrics').read().decode(), re.M)
-    return float(m.group(1))
-P = (P1 + ' there was a little girl named Lily. She loved to play outside in the sun with her friends.') * 11
+import sys, time, os; exec(open(sys.argv[2] + '/lib.py').read())
 ss, texts = [], []
 for i in range(10):  # coded at 1/2 a session still holds ~130 KB: ten go over 1 MB
     st, s = req('/v1/sessions', {}); ss.append(s)

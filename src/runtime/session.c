@@ -33,7 +33,12 @@ typedef struct sess {
     uint8_t *coded;         /* the state coded while idle (zl_sessions_codec), seq NULL then */
     size_t coded_bytes;
     int coded_tokens;
-    int coding;             /* the sweeper is coding seq without the lock: wait (wait_coding) */
+    int coding;             /* the sweeper is coding or spilling seq without the lock: wait (wait_coding) */
+    int spilled;            /* the state is with the spill hooks (zl_sessions_spill), seq and coded NULL */
+    int spilled_tokens;
+    size_t stored_bytes, stored_exact; /* of the code or the spill, for zl_session_restore */
+    double store_ms;
+    zl_session_restore last; /* how the current (or last) request got its state */
     struct sess *next;
 } sess;
 
@@ -77,6 +82,9 @@ struct zl_sessions {
     pthread_cond_t spare_cv;
     uint64_t coded_total, decoded_total, encoded_bytes, decoded_bytes;
     double encode_ms, decode_ms;
+    uint64_t spilled_total, unspilled_total, spill_failed_total, encoded_exact_bytes;
+    double spill_ms, unspill_ms;
+    int spill_due; /* the idle KV went over budget: the sweeper spills (spill_over_budget) */
 };
 
 struct zl_sess_lease {
@@ -145,6 +153,8 @@ static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     }
     free(x->coded);
     x->coded = NULL;
+    if (x->spilled) s->o.spill.drop(s->o.spill.ud, x->id);
+    x->spilled = 0;
     free(x->history);
     x->history = NULL;
     if (why == ZL_SESS_EXPIRED) s->expired_total++;
@@ -166,7 +176,7 @@ static void fill_info(const zl_sessions *s, const sess *x, zl_session_info *info
     info->created_unix = x->created_unix;
     info->last_used_unix = wall - (now - x->last_used) / 1e3;
     info->expires_unix = info->last_used_unix + s->o.ttl_s;
-    info->n_tokens = x->seq ? zl_seq_n_past(x->seq) : x->coded ? x->coded_tokens : 0;
+    info->n_tokens = x->seq ? zl_seq_n_past(x->seq) : x->coded ? x->coded_tokens : x->spilled ? x->spilled_tokens : 0;
     info->committed = x->committed;
     info->kv_bytes = x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
     info->busy = x->busy;
@@ -196,19 +206,98 @@ static zl_sess_status lookup(zl_sessions *s, const char *id, const char *tenant,
     return x->state;
 }
 
-/* Under mu: evict least-recently-used idle sessions while the idle KV is over budget. */
+/* K+V bytes of q's tokens in its cache's own type. */
+static size_t exact_bytes(const zl_seq *q) {
+    zl_kv_stats ks;
+    zl_seq_kv_stats(q, &ks);
+    return (size_t)ks.bytes_per_token * (size_t)zl_seq_n_past(q);
+}
+
+/* Under mu: the idle KV bytes, and the least recently used idle session
+ * holding some (spill: one that can be spilled now), or NULL. */
+static size_t idle_bytes(const zl_sessions *s, int spill, sess **lru) {
+    size_t total = 0;
+    *lru = NULL;
+    for (sess *x = s->head; x; x = x->next) {
+        if (x->state != ZL_SESS_OK || (!x->seq && !x->coded)) continue;
+        total += x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
+        int held = x->coded || zl_seq_n_past(x->seq) > 0;
+        if (spill) held = held && !x->seq_out && !x->coding && !x->prefill_at;
+        if (!x->busy && held && (!*lru || x->last_used < (*lru)->last_used)) *lru = x;
+    }
+    return total;
+}
+
+/* Under mu: evict least-recently-used idle sessions while the idle KV is
+ * over budget; with spill hooks leave that to the sweeper (spill_over_budget:
+ * sealing a session is too slow for the engine thread that calls this). */
 static void enforce_budget(zl_sessions *s) {
     for (;;) {
-        size_t total = 0;
-        sess *lru = NULL;
-        for (sess *x = s->head; x; x = x->next) {
-            if (x->state != ZL_SESS_OK || (!x->seq && !x->coded)) continue;
-            total += x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
-            int held = x->coded || zl_seq_n_past(x->seq) > 0;
-            if (!x->busy && held && (!lru || x->last_used < lru->last_used)) lru = x;
-        }
+        sess *lru;
+        size_t total = idle_bytes(s, 0, &lru);
         if (total <= s->o.kv_budget || !lru) return;
+        if (s->o.spill.put) {
+            s->spill_due = 1;
+            pthread_cond_signal(&s->cv);
+            return;
+        }
         sess_kill(s, lru, ZL_SESS_EVICTED);
+    }
+}
+
+/* Under mu (dropped while each put runs): spill least-recently-used idle
+ * sessions while the idle KV is over budget; a failed put evicts. */
+static void spill_over_budget(zl_sessions *s) {
+    const zl_sessions_spill *sp = &s->o.spill;
+    if (!sp->put || !s->spill_due) return;
+    s->spill_due = 0;
+    for (;;) {
+        sess *x;
+        if (idle_bytes(s, 1, &x) <= s->o.kv_budget || !x) return;
+        x->coding = 1;
+        zl_seq *q = x->seq;
+        uint8_t *code = x->coded; /* ours while put reads it: a kill meanwhile must not free it */
+        size_t bytes = x->coded_bytes;
+        int n = q ? zl_seq_n_past(q) : x->coded_tokens;
+        size_t exact = q ? exact_bytes(q) : x->stored_exact, stored = 0;
+        char id[sizeof x->id], tenant[sizeof x->tenant], *hist = x->history ? strdup(x->history) : NULL;
+        memcpy(id, x->id, sizeof id);
+        memcpy(tenant, x->tenant, sizeof tenant);
+        double created = x->created_unix, last = zl_wall_s() - (zl_now_ms() - x->last_used) / 1e3;
+        x->coded = NULL;
+        pthread_mutex_unlock(&s->mu);
+        double t0 = zl_now_ms();
+        int rc = sp->put(sp->ud, id, tenant, created, last, q, code, bytes, hist, &stored);
+        double ms = zl_now_ms() - t0;
+        free(hist);
+        pthread_mutex_lock(&s->mu);
+        x->coding = 0;
+        if (x->state != ZL_SESS_OK) { /* killed meanwhile: its sequence was left to us */
+            if (!rc) sp->drop(sp->ud, id);
+            seq_destroy(q);
+            x->seq = NULL;
+            free(code);
+        } else if (x->busy) { /* a request is about to use it: keep it here */
+            if (!rc) sp->drop(sp->ud, id);
+            x->coded = code;
+        } else if (rc) {
+            x->coded = code;
+            s->spill_failed_total++;
+            sess_kill(s, x, ZL_SESS_EVICTED);
+        } else {
+            x->seq = NULL;
+            seq_destroy(q);
+            free(code);
+            x->coded_bytes = 0;
+            x->spilled = 1;
+            x->spilled_tokens = n;
+            x->stored_bytes = stored;
+            x->stored_exact = exact;
+            x->store_ms = ms;
+            s->spilled_total++;
+            s->spill_ms += ms;
+        }
+        pthread_cond_broadcast(&s->home_cv);
     }
 }
 
@@ -245,6 +334,10 @@ static void code_one(zl_sessions *s) {
         x->coded = code;
         x->coded_bytes = bytes;
         x->coded_tokens = zl_seq_n_past(q);
+        x->stored_bytes = bytes;
+        x->stored_exact = exact_bytes(q);
+        x->store_ms = ms;
+        s->encoded_exact_bytes += x->stored_exact;
         x->seq = NULL;
         seq_destroy(q);
         s->coded_total++;
@@ -275,6 +368,7 @@ void zl_sessions_sweep(zl_sessions *s) {
         pp = &x->next;
     }
     code_one(s);
+    spill_over_budget(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -531,6 +625,8 @@ zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *ten
         free(x->coded);
         x->coded = NULL;
         x->coded_bytes = 0;
+        if (x->spilled) s->o.spill.drop(s->o.spill.ud, x->id);
+        x->spilled = 0;
         x->committed = 0;
         x->prefill_at = 0;
         free(x->history);
@@ -585,6 +681,16 @@ char *zl_sessions_history(zl_sessions *s, const char *id, const char *tenant) {
     if (lookup(s, id, tenant, &x) == ZL_SESS_OK && x->history) h = strdup(x->history);
     pthread_mutex_unlock(&s->mu);
     return h;
+}
+
+zl_sess_status zl_sessions_restore_info(zl_sessions *s, const char *id, zl_session_restore *out) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup(s, id, NULL, &x);
+    memset(out, 0, sizeof *out);
+    if (x) *out = x->last;
+    pthread_mutex_unlock(&s->mu);
+    return st;
 }
 
 zl_sess_status zl_sessions_check(zl_sessions *s, const char *id) {
@@ -673,6 +779,7 @@ static int acquire_seq(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, con
         if (st == ZL_SESS_OK && x->state != ZL_SESS_OK) st = x->state;
         uint8_t *code = NULL;
         size_t bytes = 0;
+        int spilled = 0;
         if (st == ZL_SESS_OK) {
             ZL_ASSERT(!x->coding && !h->took); /* a lease takes its session once: -> out */
             q = x->seq;
@@ -683,9 +790,31 @@ static int acquire_seq(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, con
             bytes = x->coded_bytes;
             x->coded = NULL;
             x->coded_bytes = 0;
+            spilled = x->spilled;
+            x->spilled = 0; /* ours now: a kill meanwhile leaves the stored copy to us */
+            x->last = (zl_session_restore){code ? ZL_SESS_FROM_CODE : spilled ? ZL_SESS_FROM_SPILL : ZL_SESS_FROM_MEMORY,
+                                           1, code ? x->coded_tokens : spilled ? x->spilled_tokens : 0,
+                                           code || spilled ? x->stored_bytes : 0, code || spilled ? x->stored_exact : 0,
+                                           code || spilled ? x->store_ms : 0, 0};
             ZL_ASSERT(sess_ok(x));
         }
         pthread_mutex_unlock(&s->mu);
+        if (spilled) { /* bring the spilled state back; on failure the request simply prefills its prompt */
+            zl_err ce = {0};
+            double t0 = zl_now_ms();
+            if (zl_seq_new(&q, llm, so, &ce) || s->o.spill.get(s->o.spill.ud, h->id, h->tenant, q)) {
+                seq_destroy(q);
+                q = NULL;
+            }
+            s->o.spill.drop(s->o.spill.ud, h->id);
+            double ms = zl_now_ms() - t0;
+            pthread_mutex_lock(&s->mu);
+            s->unspilled_total++;
+            s->unspill_ms += ms;
+            x->last.ok = q != NULL; /* x outlives this: tombstones stay for minutes, and only the sweeper frees them */
+            x->last.load_ms = ms;
+            pthread_mutex_unlock(&s->mu);
+        }
         if (code) { /* rebuild the coded state; on failure the request simply prefills its prompt */
             zl_err ce = {0};
             double t0 = zl_now_ms();
@@ -699,6 +828,8 @@ static int acquire_seq(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, con
             s->decoded_total++;
             s->decoded_bytes += bytes;
             s->decode_ms += ms;
+            x->last.ok = q != NULL;
+            x->last.load_ms = ms;
             pthread_mutex_unlock(&s->mu);
         }
         if (st != ZL_SESS_OK) {
@@ -827,11 +958,18 @@ void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
         st->active++;
         if (x->seq) st->kv_bytes += zl_seq_kv_bytes_used(x->seq);
         if (x->coded) st->kv_bytes += x->coded_bytes, st->coded++;
+        st->spilled += x->spilled;
     }
+    st->spilled_total = s->spilled_total;
+    st->unspilled_total = s->unspilled_total;
+    st->spill_failed_total = s->spill_failed_total;
+    st->spill_ms = s->spill_ms;
+    st->unspill_ms = s->unspill_ms;
     st->coded_total = s->coded_total;
     st->decoded_total = s->decoded_total;
     st->encoded_bytes = s->encoded_bytes;
     st->decoded_bytes = s->decoded_bytes;
+    st->encoded_exact_bytes = s->encoded_exact_bytes;
     st->encode_ms = s->encode_ms;
     st->decode_ms = s->decode_ms;
     st->expired_total = s->expired_total;
@@ -863,6 +1001,7 @@ zl_sess_status zl_sessions_copy_state(zl_sessions *s, const char *id, const char
         int n = x->seq ? zl_seq_n_past(x->seq) : 0;
         if (n && zl_seq_copy_prefix(dst, x->seq, n, NULL)) st = ZL_SESS_LIMIT;
         if (x->coded && s->o.codec.decode(s->o.codec.ud, dst, x->coded, x->coded_bytes)) st = ZL_SESS_LIMIT;
+        if (x->spilled && s->o.spill.get(s->o.spill.ud, x->id, x->tenant, dst)) st = ZL_SESS_LIMIT;
         if (st == ZL_SESS_OK && x->history) *history = strdup(x->history);
         x->last_used = zl_now_ms();
     }

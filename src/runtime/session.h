@@ -13,7 +13,8 @@
  * tokens; nothing here knows HTTP, JSON or cryptography).  Every lookup
  * compares the tenant.  Idle sessions expire after ttl; when the sessions'
  * KV bytes exceed the budget, or a tenant opens more sessions than allowed,
- * the least recently used idle sessions are evicted.  Expired, evicted,
+ * the least recently used idle sessions are evicted (or spilled:
+ * zl_sessions_spill).  Expired, evicted,
  * flushed and deleted sessions have their KV zeroed before it is freed, and
  * leave a tombstone so their next use can say why they are gone.  A
  * background thread applies expiry, drops typing-ahead input that was
@@ -47,6 +48,22 @@ typedef struct zl_sessions_codec {
     double idle_s; /* 0: off */
 } zl_sessions_codec;
 
+/* Spilling idle sessions past the KV budget (serve --state-dir): instead of
+ * evicting the least recently used idle session, the sweeper hands its state
+ * to put (without the store's lock: the session is marked coding and every
+ * user of its sequence waits) and keeps only its record; the next request
+ * (engine thread) or snapshot gets the state back with get, after which
+ * (or when the session goes) drop forgets the stored copy.  A failed put
+ * evicts the session as before.  The store knows nothing of files. */
+typedef struct zl_sessions_spill {
+    /* seq, or the idle code (zl_sessions_codec) when the session is held coded; 0 when stored */
+    int (*put)(void *ud, const char *id, const char *tenant, double created_unix, double last_used_unix,
+               const zl_seq *seq, const uint8_t *code, size_t code_bytes, const char *history, size_t *stored);
+    int (*get)(void *ud, const char *id, const char *tenant, zl_seq *seq); /* into a fresh sequence */
+    void (*drop)(void *ud, const char *id);
+    void *ud;
+} zl_sessions_spill;
+
 typedef struct zl_sessions_opts {
     double ttl_s;          /* idle time before expiry (default 120) */
     double prefill_idle_s; /* typing-ahead input kept this long without a request (default 3) */
@@ -55,6 +72,7 @@ typedef struct zl_sessions_opts {
     size_t pcache_bytes;   /* prefix cache bound (0: off) */
     int pcache_block;      /* tokens per prefix-cache block (default 16) */
     zl_sessions_codec codec; /* idle sessions coded (zero: never) */
+    zl_sessions_spill spill; /* sessions over kv_budget spilled (zero: evicted) */
     double spare_idle_ms;  /* quiet time (no job holding a sequence) before the spare sequence is
                               mapped (default 100; < 0: none) */
 } zl_sessions_opts;
@@ -90,7 +108,12 @@ typedef struct zl_sessions_stats {
     int coded;                                /* sessions held coded now (their bytes are in kv_bytes) */
     uint64_t coded_total, decoded_total;      /* sessions coded / rebuilt so far */
     uint64_t encoded_bytes, decoded_bytes;    /* code bytes produced / read so far */
+    uint64_t encoded_exact_bytes;             /* the K+V bytes those codes stand for (the ratio's denominator) */
     double encode_ms, decode_ms;              /* time spent coding and rebuilding so far */
+    int spilled;                              /* sessions whose state is spilled now (not in kv_bytes) */
+    uint64_t spilled_total, unspilled_total;  /* sessions spilled / brought back so far */
+    uint64_t spill_failed_total;              /* spills that failed (those sessions were evicted) */
+    double spill_ms, unspill_ms;              /* time spent spilling and bringing back */
     int spare_ready;
     uint64_t spare_bytes_mapped, spares_made, spares_taken, spares_taken_part;
 } zl_sessions_stats;
@@ -132,6 +155,20 @@ zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *ten
 void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t len);
 /* Copy of the stored conversation (malloc'd, NUL-terminated; NULL if none). */
 char *zl_sessions_history(zl_sessions *s, const char *id, const char *tenant);
+/* How the request now running on a session (between begin and end) got
+ * its state: from memory, or rebuilt from the idle code or a spill, with
+ * what storing it cost when it went idle and what rebuilding cost now. */
+typedef enum { ZL_SESS_FROM_MEMORY = 0, ZL_SESS_FROM_CODE, ZL_SESS_FROM_SPILL } zl_sess_from;
+typedef struct zl_session_restore {
+    zl_sess_from from;
+    int ok;             /* rebuilt (else the request prefilled its prompt) */
+    int tokens;         /* tokens stored */
+    size_t bytes;       /* bytes stored: the code, or the spilled file */
+    size_t exact_bytes; /* those tokens' K+V in the cache's own type */
+    double store_ms;    /* coding / spilling it when it went idle */
+    double load_ms;     /* rebuilding it for this request */
+} zl_session_restore;
+zl_sess_status zl_sessions_restore_info(zl_sessions *s, const char *id, zl_session_restore *out);
 /* Is the session still usable by the request that began on it?  (A stream
  * checks this between chunks; a busy session past its deadline expires here.) */
 zl_sess_status zl_sessions_check(zl_sessions *s, const char *id);

@@ -70,6 +70,7 @@ int zl_sessions_setup(zl_srv *srv, zl_err *err) {
     };
     int rc = zl_state_setup(srv, err);
     if (!rc) rc = zl_state_idle_codec(srv, &so.codec, err);
+    if (!rc) zl_state_dir_spill(srv, &so.spill);
     if (!rc) rc = zl_sessions_new(&srv->sessions, &so, err);
     if (rc) zl_state_free(srv);
     return rc;
@@ -257,6 +258,12 @@ static int hook_job(void *ud, zl_job *j, int choice) {
 
 static void on_end(zl_gen *g, void *ud) {
     zl_sess_req *c = ud;
+    if (c->id[0] && g) { /* before the session ends: still this request's figures */
+        zl_session_restore ri;
+        zl_sessions_restore_info(c->srv->sessions, c->id, &ri);
+        g->state = (zl_gen_state){(int)ri.from, ri.ok, ri.tokens, (double)ri.bytes, (double)ri.exact_bytes,
+                                  ri.store_ms, ri.load_ms};
+    }
     if (c->id[0]) {
         char *hist = NULL;
         if (g && c->conv && g->n == 1 &&
@@ -312,7 +319,8 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     zl_session_info in;
     zl_seq *restored = NULL; /* POST {"state"}: the session starts from a snapshot (api_state.c) */
     zl_snap_info si = {0};
-    if (b && json_object_get(b, "state") && zl_state_restore(r, b, tenant, &restored, &si)) return MHD_YES;
+    if (((b && json_object_get(b, "state")) || r->body_blob) && zl_state_restore(r, b, tenant, &restored, &si))
+        return MHD_YES;
     zl_sess_status st = restored ? zl_sessions_create_with(r->srv->sessions, id, tenant, (double)ms / 1e3, restored,
                                                            si.history, si.history_len, &in)
                                  : zl_sessions_create(r->srv->sessions, id, tenant, (double)ms / 1e3, &in);
@@ -528,9 +536,26 @@ void zl_sessions_metrics(zl_srv *srv, zl_buf *o) {
                   "# HELP zerolayer_codec_encode_seconds_total Time spent coding idle sessions.\n"
                   "# TYPE zerolayer_codec_encode_seconds_total counter\nzerolayer_codec_encode_seconds_total %.6f\n"
                   "# HELP zerolayer_codec_decode_seconds_total Time spent rebuilding coded sessions.\n"
-                  "# TYPE zerolayer_codec_decode_seconds_total counter\nzerolayer_codec_decode_seconds_total %.6f\n",
+                  "# TYPE zerolayer_codec_decode_seconds_total counter\nzerolayer_codec_decode_seconds_total %.6f\n"
+                  "# HELP zerolayer_sessions_spilled Idle sessions spilled to --state-dir past --session-kv-mb.\n"
+                  "# TYPE zerolayer_sessions_spilled gauge\nzerolayer_sessions_spilled %d\n"
+                  "# HELP zerolayer_sessions_spilled_total Sessions spilled so far.\n"
+                  "# TYPE zerolayer_sessions_spilled_total counter\nzerolayer_sessions_spilled_total %llu\n"
+                  "# HELP zerolayer_sessions_unspilled_total Spilled sessions brought back by their next request.\n"
+                  "# TYPE zerolayer_sessions_unspilled_total counter\nzerolayer_sessions_unspilled_total %llu\n"
+                  "# HELP zerolayer_sessions_spill_failed_total Spills that failed (the session was evicted).\n"
+                  "# TYPE zerolayer_sessions_spill_failed_total counter\nzerolayer_sessions_spill_failed_total %llu\n"
+                  "# HELP zerolayer_sessions_spill_seconds_total Time spent spilling sessions.\n"
+                  "# TYPE zerolayer_sessions_spill_seconds_total counter\nzerolayer_sessions_spill_seconds_total %.6f\n"
+                  "# HELP zerolayer_sessions_unspill_seconds_total Time spent bringing spilled sessions back.\n"
+                  "# TYPE zerolayer_sessions_unspill_seconds_total counter\nzerolayer_sessions_unspill_seconds_total %.6f\n"
+                  "# HELP zerolayer_sessions_coded_ratio Bytes of the idle sessions' codes over the exact K+V bytes they stand for.\n"
+                  "# TYPE zerolayer_sessions_coded_ratio gauge\nzerolayer_sessions_coded_ratio %.6f\n",
                   (unsigned long long)st.pcache.hit_tokens, (unsigned long long)st.pcache.query_tokens, st.pcache.bytes,
                   st.pcache.entries, st.active, (unsigned long long)st.expired_total,
                   (unsigned long long)st.evicted_total, st.kv_bytes, st.coded, (unsigned long long)st.coded_total,
-                  (unsigned long long)st.decoded_total, st.encode_ms / 1e3, st.decode_ms / 1e3);
+                  (unsigned long long)st.decoded_total, st.encode_ms / 1e3, st.decode_ms / 1e3, st.spilled,
+                  (unsigned long long)st.spilled_total, (unsigned long long)st.unspilled_total,
+                  (unsigned long long)st.spill_failed_total, st.spill_ms / 1e3, st.unspill_ms / 1e3,
+                  st.encoded_exact_bytes ? (double)st.encoded_bytes / (double)st.encoded_exact_bytes : 0.0);
 }

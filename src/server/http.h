@@ -64,6 +64,7 @@ typedef struct zl_req {
     struct MHD_Connection *conn;
     zl_buf body;
     int too_large, started;
+    int body_blob;     /* the body is raw bytes (application/octet-stream on a ZL_BODY_JSON_OR_BLOB route) */
     const char *route; /* metrics label */
     const char *url;
     int status;
@@ -82,6 +83,8 @@ typedef struct zl_req {
 /* Replies: each queues the response and returns MHD's result. */
 enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j /* stolen */, const char *server_timing);
 enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const char *body, size_t len);
+/* 200, application/octet-stream, with n extra headers (hdrs: name, value, name, value, ...). */
+enum MHD_Result zl_reply_bytes(zl_req *r, const void *body, size_t len, const char *const *hdrs, int n);
 enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The error body of kind in an API's shape, and its status. */
@@ -214,10 +217,14 @@ int zl_state_idle_codec(const zl_srv *srv, zl_sessions_codec *out, zl_err *err);
 /* The server key (NULL: none) and the model fingerprint. */
 const uint8_t *zl_state_key(const zl_srv *srv);
 const uint8_t *zl_state_fingerprint(const zl_srv *srv);
+/* The learned codec (--codec), or NULL. */
+const struct zl_codec *zl_state_codec(const zl_srv *srv);
 /* --state-dir (state_dir.c): restore the saved sessions at start (after the
  * scheduler exists); save every live session at shutdown. */
 int zl_state_dir_load(zl_srv *srv, zl_err *err);
 void zl_state_dir_save(zl_srv *srv);
+/* The session store's spill hooks over DIR (zero without --state-dir). */
+void zl_state_dir_spill(zl_srv *srv, zl_sessions_spill *out);
 /* Per generation request: the tenant, and the session when the request
  * names one (X-Zerolayer-Session header or body field `session`). */
 typedef struct zl_sess_req zl_sess_req;

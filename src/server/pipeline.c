@@ -110,6 +110,15 @@ json_t *zl_timings_json(const zl_gen_timing *t) {
     }
     if (t->kv_read_steps > 0)
         json_object_set_new(j, "kv_bytes_per_token", json_real(t->kv_read_bytes / t->kv_read_steps));
+    const zl_gen_state *st = &t->state;
+    if (st->from) { /* the session's state was rebuilt for this request */
+        static const char *const from[] = {"memory", "code", "spill"};
+        json_object_set_new(j, "state",
+                            json_pack("{s:s, s:b, s:i, s:I, s:I, s:f, s:f, s:f}", "from", from[st->from > 2 ? 0 : st->from],
+                                      "rebuilt", st->ok, "tokens", st->tokens, "bytes", (json_int_t)st->bytes,
+                                      "exact_bytes", (json_int_t)st->exact_bytes, "ratio", st->exact_bytes > 0 ? st->bytes / st->exact_bytes : 0.0,
+                                      "encode_ms", st->store_ms, "decode_ms", st->load_ms));
+    }
     return j;
 }
 

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "engine/constraint.h"
-#include "engine/sched.h"
+#include "zerolayer_sched.h"
 #include "zerolayer.h"
 
 static char *slurp(const char *path) {

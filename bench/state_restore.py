@@ -22,15 +22,23 @@ N = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
 REPEAT = int(os.environ.get('REPEAT', '2'))
 
 
-def req(path, body=None, token=None, method='POST'):
+def req(path, body=None, token=None, method='POST', raw=None, accept_raw=False):
     h = {'content-type': 'application/json', 'X-Zerolayer-User': 'bench'}
     if token: h['X-Zerolayer-Session'] = token
-    r = urllib.request.Request(URL + path, json.dumps(body).encode() if body is not None else None, h, method=method)
+    if raw is not None: h['content-type'] = 'application/octet-stream'
+    if accept_raw: h['Accept'] = 'application/octet-stream'
+    data = raw if raw is not None else json.dumps(body).encode() if body is not None else None
+    r = urllib.request.Request(URL + path, data, h, method=method)
     t0 = time.perf_counter()
     try:
         with urllib.request.urlopen(r, timeout=3600) as f:
-            j = json.load(f)
             st = f.status
+            if f.headers.get('content-type') == 'application/octet-stream':
+                j = {'state_raw': f.read(), 'tokens': int(f.headers['X-Zerolayer-State-Tokens'])}
+                j['bytes'] = len(j['state_raw'])
+                j['bytes_per_token'] = j['bytes'] / max(j['tokens'], 1)
+            else:
+                j = json.load(f)
     except urllib.error.HTTPError as e:
         st, j = e.code, json.load(e)
     return st, j, time.perf_counter() - t0
@@ -50,19 +58,25 @@ def complete(prompt, token=None):
 st, s, _ = req('/v1/sessions', {})
 complete(history, s['token'])
 for rep in range(REPEAT):
+    jr, t_pre = complete(history + turn)  # the re-prefill, once per round
     for codec in ('exact', 'learned'):
-        st, snap, t_snap = req('/v1/sessions/%s/snapshot' % s['id'], {'codec': codec}, s['token'])
-        if st != 200:
-            print('%s: %s' % (codec, snap['error']['message']))
-            continue
-        st, r, t_restore = req('/v1/sessions', {'state': snap['state']})
-        assert st == 200, r
-        j, t_cont = complete(history + turn, r['token'])
-        jr, t_pre = complete(history + turn)
-        print('%s: %d tokens, %d bytes (%.0f per token); snapshot %.0f ms, restore %.0f ms, continuation %.0f ms '
-              '(server prefill %.0f ms, %d cached) = %.0f ms; re-prefill %.0f ms (server prefill %.0f ms, %d cached): '
-              '%.1fx' % (codec, snap['tokens'], snap['bytes'], snap['bytes_per_token'], t_snap * 1e3, t_restore * 1e3,
-                         t_cont * 1e3, j['timings']['prefill_ms'], j['timings']['cached_tokens'],
-                         (t_restore + t_cont) * 1e3, t_pre * 1e3, jr['timings']['prefill_ms'],
-                         jr['timings']['cached_tokens'], t_pre / (t_restore + t_cont)))
-        req('/v1/sessions/' + r['id'], None, r['token'], 'DELETE')
+        for binary in (False, True):  # base64 in JSON, or the sealed bytes (application/octet-stream)
+            st, snap, t_snap = req('/v1/sessions/%s/snapshot' % s['id'], {'codec': codec}, s['token'],
+                                   accept_raw=binary)
+            if st != 200:
+                print('%s: %s' % (codec, snap['error']['message']))
+                continue
+            if binary:
+                st, r, t_restore = req('/v1/sessions', raw=snap['state_raw'])
+            else:
+                st, r, t_restore = req('/v1/sessions', {'state': snap['state']})
+            assert st == 200, r
+            j, t_cont = complete(history + turn, r['token'])
+            print('%s%s: %d tokens, %d bytes (%.0f per token); snapshot %.0f ms, restore %.0f ms, continuation %.0f ms '
+                  '(server prefill %.0f ms, %d cached) = %.0f ms; re-prefill %.0f ms (server prefill %.0f ms, %d cached): '
+                  '%.1fx' % (codec, ' binary' if binary else ' base64', snap['tokens'], snap['bytes'],
+                             snap['bytes_per_token'], t_snap * 1e3, t_restore * 1e3, t_cont * 1e3,
+                             j['timings']['prefill_ms'], j['timings']['cached_tokens'], (t_restore + t_cont) * 1e3,
+                             t_pre * 1e3, jr['timings']['prefill_ms'], jr['timings']['cached_tokens'],
+                             t_pre / (t_restore + t_cont)))
+            req('/v1/sessions/' + r['id'], None, r['token'], 'DELETE')

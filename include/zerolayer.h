@@ -337,6 +337,13 @@ int zl_seq_kv_write_raw(zl_seq *s, int layer, int is_v, int pos, int n, const vo
  * cached with zero rows, which the caller then fills with zl_seq_kv_write for
  * every layer; s has no logits until its next eval. */
 int zl_seq_adopt(zl_seq *s, const int32_t *ids, int n, zl_err *err);
+/* A sequence-length reduction (the codec's additive fusion): keep cached rows
+ * [0, n) only, which the caller has rewritten (pre-RoPE keys written at their
+ * new slots), and zero the rest; the tokens fed stay, so zl_seq_n_cached <
+ * zl_seq_n_past afterwards and the next token goes to slot n, its position
+ * cache-relative as under the slicing policies.  Full KV policy only; such a
+ * sequence is no longer positions = slots (snapshots and coding refuse it). */
+int zl_seq_kv_shorten(zl_seq *s, int n, zl_err *err);
 /* What determines the model's forward pass, fed to fn in a fixed order: a
  * canonical text of the hyper-parameters, then each tensor's name, type and
  * shape, then each tensor's data (in place, never copied).  A fingerprint is

@@ -12,9 +12,9 @@
 #include <time.h>
 
 #include "../base/clock.h"
-#include "../engine/sched.h"
 #include "cli.h"
 #include "zerolayer.h"
+#include "zerolayer_sched.h"
 
 static const char *k_usage =
     "usage: zerolayer bench [-m MODEL] [-p 128,512] [-n 64] [-t 1,2] [-r 3] [--ctx 0,1024,4096] [--json]\n"

@@ -13,13 +13,15 @@
 #include "../base/err.h"
 #include "../codec/codec.h"
 #include "../codec/fingerprint.h"
+#include "../codec/fusion.h"
 #include "cli.h"
 #include "zerolayer.h"
 
 static const char *k_usage =
     "usage: zerolayer codec train -m MODEL -f TEXT [--ratio R] [--tokens N] [--skip N] [-t THREADS] -o FILE.zlc\n"
     "       zerolayer codec eval  -m MODEL --codec FILE.zlc -f TEXT [--ratio R[,R...]] [--tokens N] [--skip N]\n"
-    "                             [--chunk C] [--prompt P] [--gen G] [-t THREADS]\n"
+    "                             [--chunk C] [--prompt P] [--gen G] [--fusion cross_attention|additive]\n"
+    "                             [--merge M] [--window W] [--decay D] [-t THREADS]\n"
     "  train: run the model over N tokens of TEXT (default 2048, after the first --skip) and fit per layer and\n"
     "         KV head the principal directions of pre-RoPE keys and of values, and bits per coefficient that\n"
     "         meet R of the f16 bytes (default 0.0625 = 1/16; also 1/2 .. 1/16 as fractions, e.g. 1/8)\n"
@@ -28,7 +30,11 @@ static const char *k_usage =
     "         exact cache; greedy agreement: G tokens (default 256) after a prompt of P (default 256) whose\n"
     "         cache is coded, against the exact greedy continuation; bytes per token; the empirical entropy\n"
     "         of the coded coefficients in bits per K/V element; encode/decode time per token.\n"
-    "         --ratio re-allocates the codec's bits for each ratio given (default: the file's)\n";
+    "         --ratio re-allocates the codec's bits for each ratio given (default: the file's)\n"
+    "         --fusion additive (state_fusion_mode): after each chunk, every M (default 4) rows older than the\n"
+    "         newest W chunks (default 3) are merged into one, weights decaying by D (default 0.7; 0.92 is the\n"
+    "         seed's document setting) towards the older, and coded again: a sequence-length reduction; also\n"
+    "         measured without coding, and bytes per token count the rows really kept\n";
 
 static int parse_ratio(const char *s, double *out) {
     const char *slash = strchr(s, '/');
@@ -52,6 +58,7 @@ static int parse_ratio(const char *s, double *out) {
 typedef struct {
     const char *model, *text, *out, *codec, *ratios;
     long tokens, skip, chunk, prompt, gen, threads;
+    zl_fusion fusion;
 } codec_args;
 
 static int load_tokens(zl_llm *llm, const codec_args *a, long want, int32_t **ids, int *n) {
@@ -159,18 +166,27 @@ static int code_rows(const zl_codec *c, zl_seq *s, int pos, int n, uint8_t *buf,
     return rc;
 }
 
+/* Code the n newest cached rows (their slots: cache-relative once additive
+ * fusion merged older ones), then let f merge what left its window. */
+static int code_newest(const zl_codec *c, zl_fusion *f, zl_seq *s, int n, uint8_t *buf, zl_codec_hist *h,
+                       code_time *t, zl_err *err) {
+    int rc = c ? code_rows(c, s, zl_seq_n_cached(s) - n, n, buf, h, t, err) : 0;
+    return rc || !f ? rc : zl_fusion_apply(f, s, c, NULL, err);
+}
+
 /* Mean NLL over ids[1..n) fed in chunks; with a codec each chunk's rows are
- * coded after it ran. */
-static int ppl_pass(zl_seq *s, int nv, const int32_t *ids, int n, int chunk, const zl_codec *c, uint8_t *buf,
-                    zl_codec_hist *h, code_time *t, float *logits, double *ppl, zl_err *err) {
+ * coded after it ran, with additive fusion older rows merged too. */
+static int ppl_pass(zl_seq *s, int nv, const int32_t *ids, int n, int chunk, const zl_codec *c, zl_fusion *f,
+                    uint8_t *buf, zl_codec_hist *h, code_time *t, float *logits, double *ppl, zl_err *err) {
     zl_seq_truncate(s, 0);
+    if (f) f->merged = 0;
     double nll = 0;
     int rc = 0;
     for (int p = 0; p < n && !rc; p += chunk) {
         int cnt = n - p < chunk ? n - p : chunk;
         if ((rc = zl_seq_eval(s, ids + p, cnt, chunk, logits, err))) break;
         for (int i = 0; i < cnt && p + i + 1 < n; i++) nll += nll_of(logits + (size_t)i * nv, nv, ids[p + i + 1]);
-        if (c) rc = code_rows(c, s, p, cnt, buf, h, t, err);
+        rc = code_newest(c, f, s, cnt, buf, h, t, err);
     }
     *ppl = exp(nll / (n - 1));
     return rc;
@@ -181,10 +197,11 @@ static int ppl_pass(zl_seq *s, int nv, const int32_t *ids, int n, int chunk, con
  * token and g[0..gen-1) are fed in one pass.  *agree = positions equal,
  * *first = first differing position (gen when none). */
 static int greedy_pass(zl_seq *s, int nv, const int32_t *prompt, int P, const int32_t *g, int gen, const zl_codec *c,
-                       uint8_t *buf, code_time *t, float *logits, int *agree, int *first, zl_err *err) {
+                       zl_fusion *f, uint8_t *buf, code_time *t, float *logits, int *agree, int *first, zl_err *err) {
     zl_seq_truncate(s, 0);
+    if (f) f->merged = 0;
     int rc = zl_seq_eval(s, prompt, P - 1, 64, NULL, err);
-    if (!rc && c) rc = code_rows(c, s, 0, P - 1, buf, NULL, t, err);
+    if (!rc) rc = code_newest(c, f, s, P - 1, buf, NULL, t, err);
     int32_t *feed = malloc((size_t)gen * sizeof *feed);
     if (!feed) return zl_errf(err, ZL_ENOMEM, "out of memory");
     feed[0] = prompt[P - 1];
@@ -245,7 +262,7 @@ static int cmd_eval(const codec_args *a) {
     if (!rc) rc = zl_seq_new(&s, llm, &so, &err);
     double ppl0 = 0;
     code_time none = {0};
-    if (!rc) rc = ppl_pass(s, nv, ids, n, (int)chunk, NULL, NULL, NULL, &none, logits, &ppl0, &err);
+    if (!rc) rc = ppl_pass(s, nv, ids, n, (int)chunk, NULL, NULL, NULL, NULL, &none, logits, &ppl0, &err);
     /* the exact greedy continuation of the prompt */
     if (!rc) { zl_seq_truncate(s, 0); rc = zl_seq_eval(s, ids, P, 64, NULL, &err); }
     for (int i = 0; !rc && i < gen; i++) {
@@ -254,11 +271,24 @@ static int cmd_eval(const codec_args *a) {
     }
     /* the harness itself: the exact cache fed the same way agrees everywhere */
     int agree0 = 0, first0 = 0;
-    if (!rc) rc = greedy_pass(s, nv, ids, P, g, gen, NULL, NULL, &none, logits, &agree0, &first0, &err);
+    if (!rc) rc = greedy_pass(s, nv, ids, P, g, gen, NULL, NULL, NULL, &none, logits, &agree0, &first0, &err);
     if (!rc)
         printf("exact: perplexity %.4f over %d tokens (chunks of %ld); f16 KV %zu bytes per token; greedy: %d tokens "
                "after a %d-token prompt (teacher-forced exact agreement %d/%d)\n", ppl0, n, chunk,
                zl_codec_f16_token_bytes(c), gen, P, agree0, gen);
+    zl_fusion fusion = a->fusion, *f = fusion.mode == ZL_FUSION_ADDITIVE ? &fusion : NULL;
+    if (!rc && f) { /* the merging alone, rows exact */
+        double ppl = 0;
+        int agree = 0, first = 0;
+        rc = ppl_pass(s, nv, ids, n, (int)chunk, NULL, f, NULL, NULL, &none, logits, &ppl, &err);
+        int kept = zl_seq_n_cached(s);
+        if (!rc) rc = greedy_pass(s, nv, ids, P, g, gen, NULL, f, NULL, &none, logits, &agree, &first, &err);
+        if (!rc)
+            printf("additive (merge %d, window %d chunks, decay %.2f), rows exact: perplexity %.4f (%+.2f%%), greedy "
+                   "agreement %d/%d (first difference at %d), %d of %d rows kept, %.0f bytes per token of context\n",
+                   f->merge, f->window, (double)f->decay, ppl, 100.0 * (ppl / ppl0 - 1), agree, gen, first, kept, n,
+                   (double)kept * zl_codec_f16_token_bytes(c) / n);
+    }
     for (int r = 0; !rc && r < n_ratios; r++) {
         if ((rc = zl_codec_set_ratio(c, ratios[r], &err))) break;
         free(buf);
@@ -268,17 +298,20 @@ static int cmd_eval(const codec_args *a) {
         code_time t = {0};
         double ppl = 0;
         int agree = 0, first = 0;
-        rc = ppl_pass(s, nv, ids, n, (int)chunk, c, buf, &h, &t, logits, &ppl, &err);
-        if (!rc) rc = greedy_pass(s, nv, ids, P, g, gen, c, buf, &t, logits, &agree, &first, &err);
+        rc = ppl_pass(s, nv, ids, n, (int)chunk, c, f, buf, &h, &t, logits, &ppl, &err);
+        int kept = zl_seq_n_cached(s);
+        if (!rc) rc = greedy_pass(s, nv, ids, P, g, gen, c, f, buf, &t, logits, &agree, &first, &err);
         if (!rc) {
             size_t tb = zl_codec_token_bytes(c), fb = zl_codec_f16_token_bytes(c);
+            if (f) /* what the cache really holds per token of context: sinks exact, every kept row coded */
+                tb = (size_t)(((double)c->n_sink * fb + (double)(kept - c->n_sink) * tb) / n + 0.5);
             double rk, bk, rv, bv;
             rank_of(c, 0, &rk, &bk);
             rank_of(c, 1, &rv, &bv);
-            printf("ratio %.4f (1/%.1f): perplexity %.4f (%+.2f%%), greedy agreement %d/%d (first difference at %d), "
+            printf("%sratio %.4f (1/%.1f): perplexity %.4f (%+.2f%%), greedy agreement %d/%d (first difference at %d), "
                    "%zu bytes per token (f16 %zu, %.2f%%), entropy %.3f bits per element (allocated %.3f), rank K %.1f "
                    "V %.1f of %d, encode %.1f, decode %.1f CPU us/token\n",
-                   c->ratio, 1.0 / c->ratio, ppl, 100.0 * (ppl / ppl0 - 1), agree, gen, first, tb, fb,
+                   f ? "additive, " : "", c->ratio, 1.0 / c->ratio, ppl, 100.0 * (ppl / ppl0 - 1), agree, gen, first, tb, fb,
                    100.0 * tb / fb, zl_codec_hist_entropy(&h, c), (double)c->bits_per_token / (fb / 2), rk, rv,
                    c->head_dim, 1e6 * t.enc_s / t.coded, 1e6 * t.dec_s / t.coded);
         }
@@ -300,6 +333,8 @@ int cmd_codec(int argc, char **argv) {
     if (strcmp(sub, "train") && strcmp(sub, "eval"))
         return cli_fail("codec: unknown subcommand '%s' (train or eval)", sub);
     codec_args a = {0};
+    a.fusion = zl_fusion_defaults(ZL_FUSION_CROSS_ATTENTION);
+    double decay = a.fusion.decay;
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(o)) { fputs(k_usage, stdout); return 0; }
@@ -314,6 +349,13 @@ int cmd_codec(int argc, char **argv) {
         else if (!strcmp(o, "--chunk")) { if (cli_int(o, VAL, 1, 4096, &a.chunk)) return 1; }
         else if (!strcmp(o, "--prompt")) { if (cli_int(o, VAL, 2, 1 << 20, &a.prompt)) return 1; }
         else if (!strcmp(o, "--gen")) { if (cli_int(o, VAL, 1, 1 << 16, &a.gen)) return 1; }
+        else if (!strcmp(o, "--fusion")) {
+            if (!v || zl_fusion_from_name(VAL, &a.fusion.mode))
+                return cli_fail("--fusion: '%s' is not cross_attention or additive", v ? v : "");
+        }
+        else if (!strcmp(o, "--merge")) { long x; if (cli_int(o, VAL, 2, 64, &x)) return 1; a.fusion.merge = (int)x; }
+        else if (!strcmp(o, "--window")) { long x; if (cli_int(o, VAL, 0, 4096, &x)) return 1; a.fusion.window = (int)x; }
+        else if (!strcmp(o, "--decay")) { if (cli_float(o, VAL, 1e-6, 1, &decay)) return 1; a.fusion.decay = (float)decay; }
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { if (cli_int(o, VAL, 1, 1024, &a.threads)) return 1; }
         else return cli_fail("codec %s: unknown option '%s' (see zerolayer codec --help)", sub, o);
 #undef VAL

@@ -60,9 +60,9 @@ int zl_batch_eval(zl_llm *llm, const zl_batch_item *items, zl_verify *const *ver
             return zl_errf(err, ZL_EINVAL, "batch item %d is invalid", i);
         for (int j = 0; j < i; j++)
             if (items[j].seq == s) return zl_errf(err, ZL_EINVAL, "sequence appears twice in one batch");
-        if (s->kv->policy.kind == ZL_KVP_FULL && s->kv->n_used + items[i].n > s->kv->n_ctx)
+        if (!zl_kv_bounded(s->kv) && zl_kv_n_used(s->kv) + items[i].n > zl_kv_n_ctx(s->kv))
             return zl_errf(err, ZL_ERANGE, "batch item %d: %d tokens do not fit: %d of the %d-token context are used",
-                           i, items[i].n, s->kv->n_used, s->kv->n_ctx);
+                           i, items[i].n, zl_kv_n_used(s->kv), zl_kv_n_ctx(s->kv));
         for (int j = 0; j < items[i].n; j++)
             if (items[i].ids[j] < 0 || items[i].ids[j] >= nv)
                 return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", items[i].ids[j], nv);

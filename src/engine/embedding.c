@@ -48,11 +48,11 @@ int zl_seq_eval_hidden(zl_seq *s, const int32_t *ids, int n, int batch, float *h
     if (n <= 0) return zl_errf(err, ZL_EINVAL, "nothing to evaluate");
     const zl_model *m = s->llm->model;
     int dim = m->hp.dim, nv = m->hp.n_vocab;
-    if (s->kv->policy.kind != ZL_KVP_FULL)
+    if (zl_kv_bounded(s->kv))
         return zl_errf(err, ZL_EUNSUP, "hidden states need the full KV policy");
-    if (s->kv->n_used + n > s->kv->n_ctx)
-        return zl_errf(err, ZL_ERANGE, "%d tokens do not fit: %d of the %d-token context are used", n, s->kv->n_used,
-                       s->kv->n_ctx);
+    if (zl_kv_n_used(s->kv) + n > zl_kv_n_ctx(s->kv))
+        return zl_errf(err, ZL_ERANGE, "%d tokens do not fit: %d of the %d-token context are used", n, zl_kv_n_used(s->kv),
+                       zl_kv_n_ctx(s->kv));
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= nv) return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", ids[i], nv);
     if (batch <= 0) batch = 64;
@@ -62,7 +62,7 @@ int zl_seq_eval_hidden(zl_seq *s, const int32_t *ids, int n, int batch, float *h
     s->has_logits = 0;
     s->pending = -1;
     for (int p = 0; p < n && !rc; p += batch) {
-        int cnt = n - p < batch ? n - p : batch, base = s->kv->n_used;
+        int cnt = n - p < batch ? n - p : batch, base = zl_kv_n_used(s->kv);
         for (int i = 0; i < cnt; i++) toks[i] = (zl_batch_tok){ids[p + i], base + i, 0, 0};
         zl_fwd_part part = {0, m->hp.n_layers, NULL, x, 0};
         if ((rc = zl_forward_part(m, &s->kv, toks, cnt, &part, NULL, s->fwd, s->llm->pool, err))) break;

@@ -138,8 +138,7 @@ int zl_seq_new(zl_seq **out, zl_llm *llm, const zl_seq_opts *opts, zl_err *err) 
                        o.kv_type == ZL_KV_F32 ? ZL_TYPE_F32 : o.kv_type == ZL_KV_Q8_0 ? ZL_TYPE_Q8_0 : ZL_TYPE_F16, err);
     zl_sampler_params sp = zl_sampling_params(&o.sampling);
     if (!rc) {
-        s->kv->layered = 1; /* the forward pass honours zl_kv_slot / zl_kv_scores */
-        s->kv->layer_max = llm->kv_layer_max;
+        zl_kv_set_layered(s->kv, llm->kv_layer_max); /* the forward pass honours zl_kv_slot / zl_kv_scores */
         s->fwd = zl_fwd_new();
         s->sampler = zl_sampler_new(&sp, hp->n_vocab);
         s->logits = calloc((size_t)hp->n_vocab, sizeof(float));
@@ -170,12 +169,12 @@ void zl_seq_free(zl_seq *s) {
 
 int zl_seq_n_past(const zl_seq *s) { return s->n_tokens; }
 int zl_seq_n_cached(const zl_seq *s) { return zl_kv_cached(s->kv); }
-int zl_seq_n_ctx(const zl_seq *s) { return s->kv->n_ctx; }
+int zl_seq_n_ctx(const zl_seq *s) { return zl_kv_n_ctx(s->kv); }
 void zl_seq_set_exact(zl_seq *s, int exact) { zl_fwd_set_exact(s->fwd, exact); }
 
 int zl_seq_room(const zl_seq *s) {
-    if (s->kv->policy.kind != ZL_KVP_FULL) return 1 << 30; /* a bounded policy evicts instead of filling up */
-    return s->kv->n_ctx - s->kv->n_used;
+    if (zl_kv_bounded(s->kv)) return 1 << 30; /* a bounded policy evicts instead of filling up */
+    return zl_kv_n_ctx(s->kv) - zl_kv_n_used(s->kv);
 }
 
 /* Logical truncation: drop the last (n_tokens - n) tokens.  They are always
@@ -184,7 +183,7 @@ void zl_seq_truncate(zl_seq *s, int n) {
     if (n < 0) n = 0;
     if (n < s->n_tokens) {
         int drop = s->n_tokens - n;
-        zl_kv_truncate(s->kv, s->kv->n_used - drop > 0 ? s->kv->n_used - drop : 0);
+        zl_kv_truncate(s->kv, zl_kv_n_used(s->kv) - drop > 0 ? zl_kv_n_used(s->kv) - drop : 0);
         s->n_tokens = n;
         if (n == 0) zl_kv_truncate(s->kv, 0);
     }
@@ -220,13 +219,13 @@ const int32_t *zl_seq_tokens(const zl_seq *s, int *n) {
 zl_llm *zl_seq_llm(const zl_seq *s) { return s->llm; }
 
 zl_kv_type zl_seq_kv_type(const zl_seq *s) {
-    return s->kv->type == ZL_TYPE_F32 ? ZL_KV_F32 : s->kv->type == ZL_TYPE_Q8_0 ? ZL_KV_Q8_0 : ZL_KV_F16;
+    return zl_kv_elem_type(s->kv) == ZL_TYPE_F32 ? ZL_KV_F32 : zl_kv_elem_type(s->kv) == ZL_TYPE_Q8_0 ? ZL_KV_Q8_0 : ZL_KV_F16;
 }
 
-zl_kv_policy_kind zl_seq_kv_policy(const zl_seq *s) { return (zl_kv_policy_kind)s->kv->policy.kind; }
+zl_kv_policy_kind zl_seq_kv_policy(const zl_seq *s) { return (zl_kv_policy_kind)zl_kv_kind(s->kv); }
 
 /* The KV layer owns the piece arithmetic; the engine only clamps the row count. */
-static int kv_rows(const zl_seq *s, int rows) { return rows < 0 ? 0 : rows > s->kv->n_ctx ? s->kv->n_ctx : rows; }
+static int kv_rows(const zl_seq *s, int rows) { return rows < 0 ? 0 : rows > zl_kv_n_ctx(s->kv) ? zl_kv_n_ctx(s->kv) : rows; }
 
 int zl_seq_kv_n_pieces(const zl_seq *s, int rows, size_t piece_bytes) {
     rows = kv_rows(s, rows);
@@ -277,9 +276,9 @@ int zl_seq_set_kv_slicing(zl_seq *s, zl_kv_policy_kind kind, int budget, int win
 void zl_seq_kv_stats(const zl_seq *s, zl_kv_stats *st) {
     st->cached = zl_kv_cached(s->kv);
     st->budget = zl_kv_budget(s->kv);
-    st->evicted = s->kv->evicted;
+    st->evicted = zl_kv_evicted(s->kv);
     st->anchors = zl_kv_n_anchor(s->kv);
-    st->bytes_per_token = 2 * (uint64_t)s->kv->n_layers * s->kv->row_bytes;
+    st->bytes_per_token = 2 * (uint64_t)zl_kv_n_layers(s->kv) * zl_kv_row_bytes(s->kv);
     st->bytes_held = zl_kv_bytes_held(s->kv);
 }
 
@@ -295,13 +294,13 @@ int zl_seq_eval_anchored(zl_seq *s, const int32_t *ids, const uint8_t *anchor, i
 int zl_seq_eval_part(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n, int batch, const zl_fwd_part *part,
                      float *all_logits, zl_err *err) {
     if (n <= 0) return zl_errf(err, ZL_EINVAL, "nothing to evaluate");
-    if (part && (n > batch || s->kv->policy.kind != ZL_KVP_FULL || part->keep_used))
+    if (part && (n > batch || zl_kv_bounded(s->kv) || part->keep_used))
         return zl_errf(err, ZL_EINVAL, "a partial forward must be one chunk under the full KV policy");
     const zl_model *m = s->llm->model;
-    int nv = m->hp.n_vocab, bounded = s->kv->policy.kind != ZL_KVP_FULL;
-    if (!bounded && s->kv->n_used + n > s->kv->n_ctx)
+    int nv = m->hp.n_vocab, bounded = zl_kv_bounded(s->kv);
+    if (!bounded && zl_kv_n_used(s->kv) + n > zl_kv_n_ctx(s->kv))
         return zl_errf(err, ZL_ERANGE, "%d tokens do not fit: %d of the %d-token context are used", n,
-                       s->kv->n_used, s->kv->n_ctx);
+                       zl_kv_n_used(s->kv), zl_kv_n_ctx(s->kv));
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= nv) return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", ids[i], nv);
     if (batch <= 0) batch = 64;
@@ -317,7 +316,7 @@ int zl_seq_eval_part(zl_seq *s, const int32_t *ids, const uint8_t *anchor, int n
     for (int p = 0; p < n && !rc; p += batch) {
         int cnt = n - p < batch ? n - p : batch;
         if (bounded && (rc = zl_kv_make_room(s->kv, cnt, err))) break;
-        int base = s->kv->n_used;
+        int base = zl_kv_n_used(s->kv);
         for (int i = 0; i < cnt; i++)
             toks[i] = (zl_batch_tok){ids[p + i], base + i, 0, all_logits ? 1 : (p + i == n - 1)};
         float *dst = all_logits ? all_logits + (size_t)p * nv : s->logits;

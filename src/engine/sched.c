@@ -1,4 +1,6 @@
-/* sched.c — the engine thread (see sched.h).
+/* sched.c — the engine thread (see sched.h): the job's life (submit,
+ * admission, start, retire), the queue, the caller tasks and the thread's
+ * loop.  One step over the running jobs is step.c's.
  *
  * Locking: one mutex guards the queue, the running list and every job's
  * output; the forward pass and sampling run without it, on data only the
@@ -14,16 +16,13 @@
  * n_fed rises to n_prompt, then tokens are pushed) -> finished (finish set
  * once, still in its slot; nothing more is pushed) -> reaped (out of the
  * slot, its sequence released).  After every commit, in checked builds,
- * sched_check_invariants verifies the counters, sequence and token
+ * step.c's sched_check_invariants verifies the counters, sequence and token
  * ownership and the KV bounds.
  *
  * Errors: every failure ends exactly the jobs it affects with finish ERROR
  * and a message (a job that cannot start, the jobs of a batch whose forward
  * failed, a job whose output cannot grow); the engine thread itself holds
  * only buffers made by zl_sched_new and never exits before zl_sched_stop. */
-#include "sched.h"
-
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,118 +31,8 @@
 
 #include "../base/assert.h"
 #include "../base/err.h"
-#include "../base/fault.h"
-#include "batch.h"
 #include "engine_internal.h"
-#include "spec.h"
-
-#define ZL_JOB_RING_OUT (ZL_RING_MAX + 1) /* tokens one ring step may emit: the accepted drafts + the next */
-
-struct zl_job {
-    /* input, immutable after submit */
-    int32_t *prompt;
-    int n_prompt, max_tokens, n_top;
-    zl_sampling sampling; /* its logit_bias points at bias */
-    zl_logit_bias *bias;
-    /* output, under sched->mu */
-    zl_job_tok *toks;
-    int n_toks, cap_toks;
-    zl_finish finish;
-    zl_job_report report;
-    /* control */
-    atomic_int cancel;
-    atomic_int refs;
-    /* engine-private */
-    zl_seq *seq;
-    int n_fed;        /* prompt tokens already evaluated */
-    int32_t pending;  /* sampled token to feed next step, -1 if none */
-    zl_job_hooks hooks;
-    int prefill_only;
-    /* ring / KV controls (input) and their engine-side state */
-    zl_job_ctl ctl;
-    int has_ctl;
-    uint8_t *anchors; /* n_prompt bytes or NULL */
-    int ring_on;      /* its decode item carries pending + drafts (verified in the batched forward) */
-    zl_verify ver;    /* this step's ring item (ids = pending + drafts) */
-    double draft_ms;  /* time this step's drafting took */
-    int bounded;      /* a bounded KV policy: no context limit */
-    /* the sequence's cumulative counters as last read, and what they grew by since the last job_flush */
-    unsigned long long seen_drafted, seen_accepted, seen_evicted;
-    unsigned long long unflushed_evicted, unflushed_drafted, unflushed_accepted;
-    double kv_read, unflushed_sample_ms;
-    int kv_steps, anchors_now, ring_steps;
-    zl_sampler_constraint con; /* con.mask NULL: unconstrained */
-    void (*con_free)(void *);
-    zl_job *next;     /* queue / running list link */
-};
-
-/* A caller's work on the engine thread (zl_sched_run), FIFO. */
-typedef struct zl_task {
-    int (*step)(void *ud);
-    void *ud;
-    int result, done;
-    struct zl_task *next;
-} zl_task;
-
-/* How a running job takes part in one engine step. */
-typedef enum {
-    WORK_DECODE, /* its pending token, in the batch */
-    WORK_RING,   /* its pending token + drafts, in the batch, verified after it */
-    WORK_PROMPT, /* a prompt chunk, in the batch */
-    WORK_SOLO,   /* a prompt chunk on a forward of its own (anchors or a bounded KV policy) */
-} work_kind;
-
-/* One job's part in one step: filled by the plan, then by each stage in turn. */
-typedef struct step_work {
-    zl_job *job;
-    work_kind kind;
-    int n;               /* tokens fed this step */
-    int item;            /* its index in the batch, -1 for WORK_SOLO */
-    int rc;              /* forward: 0 = fed, else the error that ends the job */
-    const char *msg;     /* forward: the error's message (the batch's or err's) */
-    zl_err err;          /* forward: a solo forward's error */
-    int n_out, n_acc;    /* sample: tokens chosen; ring: the accepted drafts among them */
-    zl_job_tok tok;      /* sample: the plain token (with its logprobs) */
-    int32_t ring[ZL_JOB_RING_OUT]; /* sample: a ring step's accepted drafts, then the next token */
-    int trim;            /* commit: tokens the sequence keeps after finishing inside a ring step, 0 = all */
-} step_work;
-
-/* The buffers of one engine step, allocated by zl_sched_new for n_parallel
- * jobs and step_tokens tokens; only the batch's logit rows grow, when a step
- * carries more verify rows than any before. */
-typedef struct sched_step_buf {
-    step_work *work; /* n_parallel */
-    int n_work;
-    zl_batch_item *items; /* n_parallel */
-    zl_verify **vers;     /* n_parallel */
-    int n_items, n_decode, n_ring;
-    zl_batch_buf batch;
-    zl_err err;         /* the batch forward's error */
-    double batch_ms;    /* the batch forward's wall time */
-    double solo_ms;     /* the solo forwards' wall time */
-    zl_job **admitted, **dead; /* n_parallel: jobs admitted / reaped this iteration */
-} sched_step_buf;
-
-struct zl_sched {
-    zl_llm *llm;
-    zl_sched_opts o;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv, out_cv;
-    int stop;
-    zl_job *q_head, *q_tail;
-    int n_waiting;
-    zl_job **running; /* n_parallel slots, NULL = free */
-    int n_running;
-    long long steps;
-    unsigned long long progress; /* bumped with every broadcast of out_cv (zl_sched_wait_since) */
-    double busy_ms, forward_ms, sample_ms; /* engine time: working, in forward passes, sampling */
-    long long kv_used;
-    unsigned long long ring_drafted, ring_accepted, kv_evicted;
-    long long kv_anchor_tokens;
-    zl_task *t_head, *t_tail; /* zl_sched_run work, under mu */
-    sched_step_buf st;        /* engine thread only */
-};
+#include "sched_internal.h"
 
 zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampling, int max_tokens,
                    int n_top_logprobs) {
@@ -340,7 +229,7 @@ void zl_job_get_report(zl_sched *s, zl_job *j, zl_job_report *r) {
 }
 
 /* Under s->mu. */
-static void job_finish(zl_sched *s, zl_job *j, zl_finish why) {
+void zl_sched_job_finish(zl_sched *s, zl_job *j, zl_finish why) {
     ZL_ASSERT(why != ZL_FINISH_NONE);
     if (j->finish) return; /* the first reason stands */
     j->finish = why;
@@ -349,63 +238,20 @@ static void job_finish(zl_sched *s, zl_job *j, zl_finish why) {
 }
 
 /* Under s->mu: j ends with an error (code: a zl_err code; msg: one line). */
-static void job_fail(zl_sched *s, zl_job *j, int code, const char *msg) {
+void zl_sched_job_fail(zl_sched *s, zl_job *j, int code, const char *msg) {
     if (j->finish) return;
     snprintf(j->report.error, sizeof j->report.error, "%s", msg);
     j->report.error_code = code ? code : ZL_EINVAL;
-    job_finish(s, j, ZL_FINISH_ERROR);
+    zl_sched_job_finish(s, j, ZL_FINISH_ERROR);
 }
 
-/* Under s->mu: append one output token.  Returns 0, or ZL_ENOMEM after
- * failing the job (the token is not pushed). */
-static int job_push(zl_sched *s, zl_job *j, const zl_job_tok *t) {
-    ZL_ASSERT(!j->finish && j->n_fed >= j->n_prompt); /* a token only after the prompt, never after the end */
-    if (j->n_toks == j->cap_toks) {
-        int nc = j->cap_toks ? j->cap_toks * 2 : 64;
-        zl_job_tok *nt = ZL_FAULT(ZL_FAULT_JOB_PUSH) ? NULL : realloc(j->toks, (size_t)nc * sizeof *nt);
-        if (!nt) {
-            job_fail(s, j, ZL_ENOMEM, "out of memory");
-            return ZL_ENOMEM;
-        }
-        j->toks = nt;
-        j->cap_toks = nc;
-    }
-    j->toks[j->n_toks++] = *t;
-    if (!j->report.t_first) j->report.t_first = t->t_ms;
-    return 0;
-}
-
-static void job_logprobs(const float *logits, int nv, zl_job_tok *t, int k) {
-    float mx = logits[0];
-    for (int i = 1; i < nv; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0;
-    for (int i = 0; i < nv; i++) sum += exp((double)(logits[i] - mx));
-    float lse = mx + (float)log(sum);
-    t->logprob = logits[t->id] - lse;
-    t->n_top = 0;
-    for (int i = 0; i < nv && k > 0; i++) {
-        float v = logits[i];
-        int n = t->n_top;
-        if (n == k && v <= t->top_lp[n - 1]) continue;
-        int p = n < k ? n : k - 1;
-        while (p > 0 && t->top_lp[p - 1] < v) {
-            t->top_lp[p] = t->top_lp[p - 1];
-            t->top_id[p] = t->top_id[p - 1];
-            p--;
-        }
-        t->top_lp[p] = v;
-        t->top_id[p] = i;
-        if (n < k) t->n_top++;
-    }
-    for (int i = 0; i < t->n_top; i++) t->top_lp[i] -= lse;
-}
 
 
 static void sched_admit(zl_sched *s, zl_job **admitted, int *n_admitted) {
     *n_admitted = 0;
     for (int i = 0; i < s->o.n_parallel; i++) {
         zl_job *j = s->running[i];
-        if (j && atomic_load(&j->cancel)) job_finish(s, j, ZL_FINISH_CANCEL);
+        if (j && atomic_load(&j->cancel)) zl_sched_job_finish(s, j, ZL_FINISH_CANCEL);
     }
     /* cancelled jobs still in the queue leave it without a slot */
     for (zl_job **pp = &s->q_head; *pp;) {
@@ -415,7 +261,7 @@ static void sched_admit(zl_sched *s, zl_job **admitted, int *n_admitted) {
         if (s->q_tail == j) s->q_tail = NULL;
         s->n_waiting--;
         ZL_ASSERT(s->n_waiting >= 0);
-        job_finish(s, j, ZL_FINISH_CANCEL);
+        zl_sched_job_finish(s, j, ZL_FINISH_CANCEL);
         job_unref(j);
     }
     if (!s->q_head) s->q_tail = NULL;
@@ -453,319 +299,6 @@ static int sched_reap(zl_sched *s, zl_job **dead) {
     return n;
 }
 
-/* KV bookkeeping after a forward of j's sequence (engine thread, no lock):
- * the bytes its attention read and what the policy evicted; job_flush
- * moves the tallies into the job's report and the scheduler's totals. */
-static void job_kv_note(zl_job *j, int decode) {
-    zl_kv_stats ks;
-    zl_seq_kv_stats(j->seq, &ks);
-    if (decode) {
-        j->kv_read += (double)ks.cached * (double)ks.bytes_per_token;
-        j->kv_steps++;
-    }
-    j->anchors_now = ks.anchors;
-    j->unflushed_evicted += ks.evicted >= j->seen_evicted ? ks.evicted - j->seen_evicted : 0;
-    j->seen_evicted = ks.evicted;
-}
-
-/* Under s->mu. */
-static void job_flush(zl_sched *s, zl_job *j) {
-    s->kv_evicted += j->unflushed_evicted;
-    s->ring_drafted += j->unflushed_drafted;
-    s->ring_accepted += j->unflushed_accepted;
-    j->report.kv_evicted += j->unflushed_evicted;
-    j->report.ring_drafted += j->unflushed_drafted;
-    j->report.ring_accepted += j->unflushed_accepted;
-    j->unflushed_evicted = j->unflushed_drafted = j->unflushed_accepted = 0;
-    j->report.sample_ms += j->unflushed_sample_ms;
-    s->sample_ms += j->unflushed_sample_ms;
-    j->unflushed_sample_ms = 0;
-    j->report.kv_read_bytes = j->kv_read;
-    j->report.kv_read_steps = j->kv_steps;
-    j->report.kv_anchors = j->anchors_now;
-    j->report.ring_steps = (unsigned long long)j->ring_steps;
-}
-
-/* Finish checks after a token was pushed.  ahead: tokens the sequence has
- * already fed beyond this one's plain-decoding state (accepted drafts that
- * follow it in the same ring step), so the context check sees the room plain
- * decoding would have at this token.  Under s->mu. */
-static void job_check_end(zl_sched *s, zl_job *j, int32_t id, int ahead) {
-    if (zl_llm_is_eog(s->llm, id)) job_finish(s, j, ZL_FINISH_EOG);
-    else if (j->max_tokens > 0 && j->n_toks >= j->max_tokens) job_finish(s, j, ZL_FINISH_LENGTH);
-    else if (zl_seq_room(j->seq) + ahead < 1) job_finish(s, j, ZL_FINISH_CTX);
-}
-
-/* Whether j is in a state to take part in a step. */
-static int job_live(const zl_job *j) { return j && !j->finish && j->seq; }
-
-/* ---- stage 1: plan ----
- * Which running jobs take part in this step, with how many tokens each, and
- * the drafts of the ring jobs; fills s->st.work (at most one entry per job)
- * and the batch items.  Every generating job decodes (its pending token);
- * ring jobs draft after it; then prompt chunks, oldest slot first, fill what
- * is left of step_tokens (while a prompt waits, drafts take at most half of
- * the budget left, so prefill always advances).  Anchored or bounded prompts
- * go on a forward of their own (WORK_SOLO): the batch has no anchor mask,
- * and a bounded cache evicts in chunks that leave room.  Engine thread, no
- * lock (the running slots change only on this thread).  Never fails: it
- * allocates nothing. */
-static void sched_plan(zl_sched *s) {
-    sched_step_buf *st = &s->st;
-    int budget = s->o.step_tokens;
-    st->n_work = st->n_items = st->n_ring = 0;
-    for (int i = 0; i < s->o.n_parallel; i++) {
-        zl_job *j = s->running[i];
-        if (!job_live(j) || j->pending < 0) continue;
-        step_work *w = &st->work[st->n_work++];
-        *w = (step_work){.job = j, .kind = WORK_DECODE, .n = 1, .item = st->n_items};
-        st->items[st->n_items] = (zl_batch_item){j->seq, &j->pending, 1};
-        st->vers[st->n_items++] = NULL;
-        budget--;
-    }
-    st->n_decode = st->n_items;
-    int prefilling = 0;
-    for (int i = 0; i < s->o.n_parallel && !prefilling; i++) {
-        zl_job *j = s->running[i];
-        prefilling = job_live(j) && j->n_fed < j->n_prompt;
-    }
-    int draft_budget = prefilling ? budget / 2 : budget;
-    for (int i = 0; i < st->n_decode; i++) {
-        step_work *w = &st->work[i];
-        zl_job *j = w->job;
-        if (!j->ring_on) continue;
-        int max = draft_budget;
-        if (j->max_tokens > 0 && j->max_tokens - j->n_toks - 1 < max) max = j->max_tokens - j->n_toks - 1;
-        double t0 = zl_now_ms();
-        int nd = zl_spec_draft(j->seq, j->pending, max, &j->ver);
-        j->draft_ms = zl_now_ms() - t0;
-        w->kind = WORK_RING;
-        w->n = j->ver.n;
-        st->items[i].ids = j->ver.ids;
-        st->items[i].n = j->ver.n;
-        st->vers[i] = &j->ver;
-        budget -= nd;
-        draft_budget -= nd;
-        st->n_ring++;
-    }
-    for (int i = 0; i < s->o.n_parallel && budget > 0; i++) {
-        zl_job *j = s->running[i];
-        if (!job_live(j) || j->n_fed >= j->n_prompt) continue;
-        int n = j->n_prompt - j->n_fed;
-        if (n > budget) n = budget;
-        step_work *w = &st->work[st->n_work++];
-        if (j->anchors || j->bounded) {
-            *w = (step_work){.job = j, .kind = WORK_SOLO, .n = n, .item = -1};
-        } else {
-            *w = (step_work){.job = j, .kind = WORK_PROMPT, .n = n, .item = st->n_items};
-            st->items[st->n_items] = (zl_batch_item){j->seq, j->prompt + j->n_fed, n};
-            st->vers[st->n_items++] = NULL;
-        }
-        budget -= n;
-    }
-    ZL_ASSERT(st->n_work <= s->o.n_parallel && budget >= 0);
-}
-
-/* ---- stage 2: forward ----
- * One zl_batch_eval over the batch items, then each solo chunk on its own
- * forward.  Sets every entry's rc (a batch error is every batch entry's) and
- * advances n_fed by the prompt tokens fed.  Engine thread, no lock. */
-static void sched_forward(zl_sched *s) {
-    sched_step_buf *st = &s->st;
-    st->batch_ms = st->solo_ms = 0;
-    if (st->n_items) {
-        double t0 = zl_now_ms();
-        st->err.msg[0] = 0;
-        int rc = zl_batch_eval(s->llm, st->items, st->n_ring ? st->vers : NULL, st->n_items, &st->batch, &st->err);
-        st->batch_ms = zl_now_ms() - t0;
-        int n_tok = 0;
-        for (int i = 0; i < st->n_items; i++) n_tok += st->items[i].n;
-        if (s->o.on_step) s->o.on_step(s->o.on_step_ud, st->n_items, n_tok, st->batch_ms);
-        for (int k = 0; k < st->n_work; k++) {
-            step_work *w = &st->work[k];
-            if (w->kind == WORK_SOLO) continue;
-            w->rc = rc;
-            w->msg = st->err.msg;
-            if (rc) continue;
-            if (w->kind == WORK_PROMPT) w->job->n_fed += w->n;
-            else job_kv_note(w->job, 1);
-        }
-    }
-    for (int k = 0; k < st->n_work; k++) {
-        step_work *w = &st->work[k];
-        if (w->kind != WORK_SOLO) continue;
-        zl_job *j = w->job;
-        const uint8_t *mask = j->anchors ? j->anchors + j->n_fed : NULL;
-        double t0 = zl_now_ms();
-        w->rc = zl_seq_eval_anchored(j->seq, j->prompt + j->n_fed, mask, w->n, 0, NULL, &w->err);
-        double ms = zl_now_ms() - t0;
-        st->solo_ms += ms;
-        if (s->o.on_step) s->o.on_step(s->o.on_step_ud, 1, w->n, ms);
-        w->msg = w->err.msg;
-        if (w->rc) continue;
-        j->n_fed += w->n;
-        job_kv_note(j, 0);
-    }
-}
-
-/* The token after j's logits (plain decoding, or the first of a job whose
- * prompt just completed), with its logprobs when the job asked. */
-static void job_sample(zl_sched *s, zl_job *j, zl_job_tok *t) {
-    double ts = zl_now_ms();
-    const float *lg = zl_seq_logits(j->seq);
-    *t = (zl_job_tok){0};
-    t->id = zl_seq_sample(j->seq);
-    if (j->n_top >= 0 && lg) job_logprobs(lg, zl_llm_n_vocab(s->llm), t, j->n_top);
-    t->t_ms = zl_now_ms();
-    j->unflushed_sample_ms += t->t_ms - ts;
-}
-
-/* A ring job's verification: accept / roll back its drafts and choose the
- * next token (the residual draw of a rejection, or a sample after the last
- * accepted position).  Writes the tokens to emit to out and returns how many
- * (accepted drafts + the next).  step_ms: the forward's wall time, 0 when it
- * is not a fair measure of this job's decode speed (prompt chunks rode
- * along). */
-static int job_ring_verify(zl_job *j, double step_ms, int32_t *out, int *acc_out) {
-    double ts = zl_now_ms();
-    int32_t next;
-    double secs = step_ms > 0 ? (step_ms + j->draft_ms) / 1e3 : 0;
-    int acc = zl_spec_accept(j->seq, &j->ver, secs, out, &next);
-    if (next < 0) next = zl_seq_sample(j->seq);
-    out[acc] = next;
-    j->unflushed_sample_ms += zl_now_ms() - ts;
-    j->ring_steps++;
-    zl_spec_stats ss;
-    zl_seq_spec_stats(j->seq, &ss);
-    j->unflushed_drafted += ss.drafted >= j->seen_drafted ? ss.drafted - j->seen_drafted : 0;
-    j->unflushed_accepted += ss.accepted >= j->seen_accepted ? ss.accepted - j->seen_accepted : 0;
-    j->seen_drafted = ss.drafted;
-    j->seen_accepted = ss.accepted;
-    *acc_out = acc;
-    return acc + 1;
-}
-
-/* ---- stage 3: sample ----
- * The one place tokens are chosen: for every entry fed without error, the
- * next token of a decoding job, the verification of a ring job, the first
- * token of a job whose prompt completed (none for prefill-only jobs).
- * Engine thread, no lock; nothing is published yet. */
-static void sched_sample(zl_sched *s) {
-    sched_step_buf *st = &s->st;
-    /* the step time measures decode speed only when no prompt chunk rode along */
-    double step_ms = st->n_items == st->n_decode ? st->batch_ms : 0;
-    for (int k = 0; k < st->n_work; k++) {
-        step_work *w = &st->work[k];
-        zl_job *j = w->job;
-        w->n_out = w->n_acc = 0;
-        if (w->rc) continue;
-        if (w->kind == WORK_RING) {
-            w->n_out = job_ring_verify(j, step_ms, w->ring, &w->n_acc);
-            continue;
-        }
-        if ((w->kind == WORK_PROMPT || w->kind == WORK_SOLO) && (j->n_fed < j->n_prompt || j->prefill_only)) continue;
-        job_sample(s, j, &w->tok);
-        w->n_out = 1;
-    }
-}
-
-/* ---- stage 4: commit ----
- * Under s->mu: publish the step.  An entry whose forward failed ends its job
- * with the error; the others flush their tallies, push their tokens (a push
- * that cannot grow the job's array ends the job with ENOMEM) and run the
- * finish checks.  A job that finished inside a ring step on an accepted
- * draft records how many tokens its sequence keeps (w->trim), applied by
- * sched_trim after the lock: what plain decoding would have fed. */
-static void sched_commit(zl_sched *s) {
-    sched_step_buf *st = &s->st;
-    for (int k = 0; k < st->n_work; k++) {
-        step_work *w = &st->work[k];
-        zl_job *j = w->job;
-        w->trim = 0;
-        job_flush(s, j);
-        if (w->rc) {
-            job_fail(s, j, w->rc, w->msg && *w->msg ? w->msg : "evaluation failed");
-            continue;
-        }
-        if (!w->n_out) {
-            if (j->prefill_only && j->n_fed >= j->n_prompt) job_finish(s, j, ZL_FINISH_LENGTH);
-            continue;
-        }
-        if (w->kind != WORK_RING) {
-            if (job_push(s, j, &w->tok)) continue;
-            j->pending = w->tok.id;
-            job_check_end(s, j, w->tok.id, 0);
-            continue;
-        }
-        /* ring: the accepted drafts (already fed), then the next token (pending) */
-        double now = zl_now_ms();
-        int acc = w->n_acc, pushed = 0;
-        for (; pushed < w->n_out && !j->finish; pushed++) {
-            zl_job_tok t = {.id = w->ring[pushed], .t_ms = now};
-            if (job_push(s, j, &t)) break;
-            job_check_end(s, j, t.id, pushed < acc ? acc - pushed : 0);
-        }
-        j->pending = w->ring[acc];
-        if (j->finish && pushed <= acc) w->trim = j->ver.tok0 + pushed;
-    }
-    if (st->n_work) s->steps++;
-    s->forward_ms += st->batch_ms + st->solo_ms;
-}
-
-/* After sched_commit, without the lock: cut the sequences of jobs that
- * finished inside a ring step back to what they emitted. */
-static void sched_trim(zl_sched *s) {
-    for (int k = 0; k < s->st.n_work; k++)
-        if (s->st.work[k].trim) zl_seq_truncate(s->st.work[k].job->seq, s->st.work[k].trim);
-}
-
-#if ZL_ASSERTS
-/* Under s->mu, after each commit: what must hold between steps.
- *  - the counters match the lists; a queued job has no sequence and no end;
- *  - a job holds one slot, a sequence belongs to one job (sequence ownership);
- *  - a live job's sequence holds exactly its fed prompt tokens and every
- *    token it emitted but the pending one (token ownership), within its
- *    context (KV bounds). */
-static void sched_check_invariants(const zl_sched *s) {
-    int running = 0, queued = 0;
-    for (int i = 0; i < s->o.n_parallel; i++) {
-        const zl_job *j = s->running[i];
-        if (!j) continue;
-        running++;
-        for (int k = 0; k < i; k++)
-            ZL_ASSERT(s->running[k] != j && (!j->seq || !s->running[k] || s->running[k]->seq != j->seq));
-        ZL_ASSERT(j->n_fed >= 0 && j->n_fed <= j->n_prompt);
-        if (!job_live(j)) continue;
-        ZL_ASSERT(zl_seq_n_cached(j->seq) <= zl_seq_n_ctx(j->seq));
-        ZL_ASSERT(j->n_toks == 0 || (j->n_fed == j->n_prompt && j->pending >= 0));
-        ZL_ASSERT(zl_seq_n_past(j->seq) == j->n_fed + (j->n_toks ? j->n_toks - 1 : 0));
-    }
-    ZL_ASSERT(running == s->n_running);
-    for (const zl_job *j = s->q_head; j; j = j->next) {
-        queued++;
-        ZL_ASSERT(!j->finish && !j->seq && j->n_fed == 0);
-        ZL_ASSERT(j->next || s->q_tail == j);
-    }
-    ZL_ASSERT(queued == s->n_waiting);
-}
-#else
-#define sched_check_invariants(s) ((void)0)
-#endif
-
-/* One engine step over the running jobs: plan -> forward -> sample ->
- * commit.  Returns how many jobs took part (0: nothing to do). */
-static int sched_step(zl_sched *s) {
-    sched_plan(s);
-    if (!s->st.n_work) return 0;
-    sched_forward(s);
-    sched_sample(s);
-    pthread_mutex_lock(&s->mu);
-    sched_commit(s);
-    sched_check_invariants(s);
-    pthread_mutex_unlock(&s->mu);
-    sched_trim(s);
-    return s->st.n_work;
-}
 
 static int job_arm(zl_sched *s, zl_job *j, zl_err *err) {
     const zl_job_ctl *c = j->has_ctl ? &j->ctl : &s->o.ctl;
@@ -832,7 +365,7 @@ static void job_start(zl_sched *s, zl_job *j) {
                                                                           : NULL;
     if (!why) return;
     pthread_mutex_lock(&s->mu);
-    job_fail(s, j, rc ? rc : ZL_ERANGE, why);
+    zl_sched_job_fail(s, j, rc ? rc : ZL_ERANGE, why);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -868,7 +401,7 @@ static void *sched_main(void *arg) {
         /* free the KV now: a finished job may still be read for a while */
         for (int i = 0; i < n_dead; i++) job_retire(st->dead[i]);
         for (int i = 0; i < n_adm; i++) job_start(s, st->admitted[i]);
-        int n_stepped = sched_step(s);
+        int n_stepped = zl_sched_step(s);
         if (n_stepped && s->o.debug_step_ms > 0) usleep((useconds_t)s->o.debug_step_ms * 1000);
         /* one step of the oldest caller's task, between two batched steps */
         int task_rc = task ? task->step(task->ud) : 0;
@@ -886,7 +419,7 @@ static void *sched_main(void *arg) {
         sched_notify(s);
         if (s->stop) {
             for (int i = 0; i < np; i++)
-                if (s->running[i]) job_finish(s, s->running[i], ZL_FINISH_CANCEL);
+                if (s->running[i]) zl_sched_job_finish(s, s->running[i], ZL_FINISH_CANCEL);
         }
     }
     /* drain the queue */
@@ -894,7 +427,7 @@ static void *sched_main(void *arg) {
     while (s->q_head) {
         zl_job *j = s->q_head;
         s->q_head = j->next;
-        job_finish(s, j, ZL_FINISH_CANCEL);
+        zl_sched_job_finish(s, j, ZL_FINISH_CANCEL);
         job_unref(j);
     }
     s->q_tail = NULL;
@@ -904,30 +437,6 @@ static void *sched_main(void *arg) {
     return NULL;
 }
 
-static void sched_buf_free(sched_step_buf *st) {
-    free(st->work);
-    free(st->items);
-    free(st->vers);
-    free(st->admitted);
-    free(st->dead);
-    zl_batch_buf_free(&st->batch);
-}
-
-/* Every buffer the engine thread needs, for n_parallel jobs and step_tokens
- * tokens: a step never allocates (but for more verify rows than any step
- * before, in zl_batch_eval).  Returns 0 or ZL_ENOMEM. */
-static int sched_buf_new(sched_step_buf *st, int n_parallel, int step_tokens, int n_vocab) {
-    size_t np = (size_t)n_parallel;
-    st->work = calloc(np, sizeof *st->work);
-    st->items = calloc(np, sizeof *st->items);
-    st->vers = calloc(np, sizeof *st->vers);
-    st->admitted = calloc(np, sizeof *st->admitted);
-    st->dead = calloc(np, sizeof *st->dead);
-    if (!st->work || !st->items || !st->vers || !st->admitted || !st->dead ||
-        zl_batch_buf_reserve(&st->batch, n_vocab, step_tokens, n_parallel, n_parallel))
-        return ZL_ENOMEM;
-    return 0;
-}
 
 int zl_sched_new(zl_sched **out, zl_llm *llm, const zl_sched_opts *opts, zl_err *err) {
     *out = NULL;
@@ -940,8 +449,8 @@ int zl_sched_new(zl_sched **out, zl_llm *llm, const zl_sched_opts *opts, zl_err 
     if (s->o.n_ctx <= 0) s->o.n_ctx = zl_llm_n_ctx_train(llm);
     if (s->o.step_tokens < s->o.n_parallel) s->o.step_tokens = s->o.n_parallel + 256;
     s->running = calloc((size_t)s->o.n_parallel, sizeof *s->running);
-    if (!s->running || sched_buf_new(&s->st, s->o.n_parallel, s->o.step_tokens, zl_llm_n_vocab(llm))) {
-        sched_buf_free(&s->st);
+    if (!s->running || zl_sched_buf_new(&s->st, s->o.n_parallel, s->o.step_tokens, zl_llm_n_vocab(llm))) {
+        zl_sched_buf_free(&s->st);
         free(s->running);
         free(s);
         return zl_errf(err, ZL_ENOMEM, "out of memory for a scheduler of %d sequences", opts->n_parallel);
@@ -953,7 +462,7 @@ int zl_sched_new(zl_sched **out, zl_llm *llm, const zl_sched_opts *opts, zl_err 
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->work_cv);
         pthread_cond_destroy(&s->out_cv);
-        sched_buf_free(&s->st);
+        zl_sched_buf_free(&s->st);
         free(s->running);
         free(s);
         return zl_errf(err, ZL_ENOMEM, "cannot start the engine thread");
@@ -978,7 +487,7 @@ void zl_sched_free(zl_sched *s) {
     pthread_cond_destroy(&s->work_cv);
     pthread_cond_destroy(&s->out_cv);
     free(s->running);
-    sched_buf_free(&s->st);
+    zl_sched_buf_free(&s->st);
     free(s);
 }
 

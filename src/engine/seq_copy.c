@@ -55,6 +55,6 @@ int zl_seq_set_sampling(zl_seq *s, const zl_sampling *p, zl_err *err) {
 
 size_t zl_seq_kv_bytes_used(const zl_seq *s) {
     size_t entries = 0;
-    for (int l = 0; l < s->kv->n_layers; l++) entries += (size_t)zl_kv_layer_used(s->kv, l);
-    return 2 * s->kv->row_bytes * entries;
+    for (int l = 0; l < zl_kv_n_layers(s->kv); l++) entries += (size_t)zl_kv_layer_used(s->kv, l);
+    return 2 * zl_kv_row_bytes(s->kv) * entries;
 }

@@ -24,13 +24,13 @@ zl_kv_shape zl_seq_kv_shape(const zl_seq *s) { return zl_llm_kv_shape(s->llm); }
 
 static int check_rows(const zl_seq *s, int layer, zl_state_part part, int pos, int n, zl_err *err) {
     const zl_kv *kv = s->kv;
-    if (kv->policy.kind != ZL_KVP_FULL)
+    if (zl_kv_bounded(kv))
         return zl_errf(err, ZL_EUNSUP, "cached state can be read or written only under the full KV policy");
-    if (layer < 0 || layer >= kv->n_layers) return zl_errf(err, ZL_ERANGE, "layer %d outside [0, %d)", layer, kv->n_layers);
+    if (layer < 0 || layer >= zl_kv_n_layers(kv)) return zl_errf(err, ZL_ERANGE, "layer %d outside [0, %d)", layer, zl_kv_n_layers(kv));
     if (part != ZL_STATE_K && part != ZL_STATE_K_PRE_ROPE && part != ZL_STATE_V)
         return zl_errf(err, ZL_EINVAL, "unknown state part %d", (int)part);
-    if (pos < 0 || n < 0 || pos + n > kv->n_used)
-        return zl_errf(err, ZL_ERANGE, "positions [%d, %d) are not all cached (%d are)", pos, pos + n, kv->n_used);
+    if (pos < 0 || n < 0 || pos + n > zl_kv_n_used(kv))
+        return zl_errf(err, ZL_ERANGE, "positions [%d, %d) are not all cached (%d are)", pos, pos + n, zl_kv_n_used(kv));
     return 0;
 }
 
@@ -46,13 +46,13 @@ int zl_seq_kv_read(const zl_seq *s, int layer, zl_state_part part, int pos, int 
     int rc = check_rows(s, layer, part, pos, n, err);
     if (rc) return rc;
     const zl_kv *kv = s->kv;
-    int d = kv->kv_dim, half = s->llm->model->hp.rope_dim / 2;
+    int d = zl_kv_dim(kv), half = s->llm->model->hp.rope_dim / 2;
     float *cs = malloc((size_t)(2 * half + 2) * sizeof *cs);
     if (!cs) return zl_errf(err, ZL_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         const void *src = part == ZL_STATE_V ? zl_kv_v(kv, layer, pos + i) : zl_kv_k(kv, layer, pos + i);
         float *row = out + (size_t)i * d;
-        zl_dequant_row(kv->type, src, row, d);
+        zl_dequant_row(zl_kv_elem_type(kv), src, row, d);
         if (part == ZL_STATE_K_PRE_ROPE) rotate_row(s, layer, pos + i, -1, row, cs, cs + half + 1);
     }
     free(cs);
@@ -63,7 +63,7 @@ int zl_seq_kv_write(zl_seq *s, int layer, zl_state_part part, int pos, int n, co
     int rc = check_rows(s, layer, part, pos, n, err);
     if (rc) return rc;
     zl_kv *kv = s->kv;
-    int d = kv->kv_dim, half = s->llm->model->hp.rope_dim / 2;
+    int d = zl_kv_dim(kv), half = s->llm->model->hp.rope_dim / 2;
     float *tmp = malloc((size_t)(d + 2 * half + 2) * sizeof *tmp);
     if (!tmp) return zl_errf(err, ZL_ENOMEM, "out of memory");
     float *cs = tmp + d, *sn = cs + half + 1;
@@ -71,13 +71,13 @@ int zl_seq_kv_write(zl_seq *s, int layer, zl_state_part part, int pos, int n, co
         memcpy(tmp, in + (size_t)i * d, (size_t)d * sizeof *tmp);
         if (part == ZL_STATE_K_PRE_ROPE) rotate_row(s, layer, pos + i, 1, tmp, cs, sn);
         void *dst = part == ZL_STATE_V ? zl_kv_v(kv, layer, pos + i) : zl_kv_k(kv, layer, pos + i);
-        if (kv->type == ZL_TYPE_F32) {
+        if (zl_kv_elem_type(kv) == ZL_TYPE_F32) {
             memcpy(dst, tmp, (size_t)d * sizeof *tmp);
-        } else if (kv->type == ZL_TYPE_F16) {
+        } else if (zl_kv_elem_type(kv) == ZL_TYPE_F16) {
             zl_f16 *h = dst;
             for (int j = 0; j < d; j++) h[j] = zl_f32_to_f16(tmp[j]);
         } else {
-            zl_quantize_row(kv->type, tmp, dst, d);
+            zl_quantize_row(zl_kv_elem_type(kv), tmp, dst, d);
         }
     }
     free(tmp);
@@ -85,13 +85,13 @@ int zl_seq_kv_write(zl_seq *s, int layer, zl_state_part part, int pos, int n, co
     return 0;
 }
 
-size_t zl_seq_kv_row_bytes(const zl_seq *s) { return s->kv->row_bytes; }
+size_t zl_seq_kv_row_bytes(const zl_seq *s) { return zl_kv_row_bytes(s->kv); }
 
 int zl_seq_kv_read_raw(const zl_seq *s, int layer, int is_v, int pos, int n, void *out, zl_err *err) {
     int rc = check_rows(s, layer, is_v ? ZL_STATE_V : ZL_STATE_K, pos, n, err);
     if (rc || !n) return rc;
     const zl_kv *kv = s->kv;
-    memcpy(out, is_v ? zl_kv_v(kv, layer, pos) : zl_kv_k(kv, layer, pos), (size_t)n * kv->row_bytes);
+    memcpy(out, is_v ? zl_kv_v(kv, layer, pos) : zl_kv_k(kv, layer, pos), (size_t)n * zl_kv_row_bytes(kv));
     return 0;
 }
 
@@ -99,24 +99,34 @@ int zl_seq_kv_write_raw(zl_seq *s, int layer, int is_v, int pos, int n, const vo
     int rc = check_rows(s, layer, is_v ? ZL_STATE_V : ZL_STATE_K, pos, n, err);
     if (rc || !n) return rc;
     zl_kv *kv = s->kv;
-    memcpy(is_v ? zl_kv_v(kv, layer, pos) : zl_kv_k(kv, layer, pos), in, (size_t)n * kv->row_bytes);
+    memcpy(is_v ? zl_kv_v(kv, layer, pos) : zl_kv_k(kv, layer, pos), in, (size_t)n * zl_kv_row_bytes(kv));
     s->has_logits = 0;
     return 0;
 }
 
 int zl_seq_adopt(zl_seq *s, const int32_t *ids, int n, zl_err *err) {
     zl_kv *kv = s->kv;
-    if (kv->policy.kind != ZL_KVP_FULL)
+    if (zl_kv_bounded(kv))
         return zl_errf(err, ZL_EUNSUP, "state can be adopted only under the full KV policy");
-    if (n < 0 || n > kv->n_ctx) return zl_errf(err, ZL_ERANGE, "%d tokens do not fit a %d-token context", n, kv->n_ctx);
+    if (n < 0 || n > zl_kv_n_ctx(kv)) return zl_errf(err, ZL_ERANGE, "%d tokens do not fit a %d-token context", n, zl_kv_n_ctx(kv));
     int nv = s->llm->model->hp.n_vocab;
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= nv) return zl_errf(err, ZL_EINVAL, "token id %d out of range [0, %d)", ids[i], nv);
     zl_seq_truncate(s, 0);
     if (n > 0 && zl_seq_track(s, ids, n)) return zl_errf(err, ZL_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) zl_sampler_accept(s->sampler, ids[i]);
-    kv->n_used = n; /* as zl_seq_copy_prefix: rows are zero (K3) until the caller writes them */
+    if (n > 0) zl_kv_cover(kv, n - 1, 0); /* as zl_seq_copy_prefix: rows are zero (K3) until the caller writes them */
     zl_kv_note_written(kv, 0, n);
+    s->has_logits = 0;
+    s->pending = -1;
+    return 0;
+}
+
+int zl_seq_kv_shorten(zl_seq *s, int n, zl_err *err) {
+    zl_kv *kv = s->kv;
+    if (kv->policy.kind != ZL_KVP_FULL) return zl_errf(err, ZL_EUNSUP, "a cache can be shortened only under the full KV policy");
+    if (n < 0 || n > kv->n_used) return zl_errf(err, ZL_ERANGE, "cannot keep %d rows of %d cached", n, kv->n_used);
+    zl_kv_truncate(kv, n); /* tokens stay: only the rows go (zeroed, K3) */
     s->has_logits = 0;
     s->pending = -1;
     return 0;

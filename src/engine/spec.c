@@ -92,15 +92,15 @@ static int sd_draft(zl_drafter *d, const int32_t *hist, int n_hist, int32_t *out
     zl_seq *s = sd->target;
     zl_kv *kv = s->kv;
     sd->n = 0;
-    if (kv->policy.kind != ZL_KVP_FULL || kv->layer_off || kv->n_used != n_hist - 1) {
+    if (zl_kv_bounded(kv) || zl_kv_sliced(kv) || zl_kv_n_used(kv) != n_hist - 1) {
         if (!sd->own && draft_seq_new(&sd->own, sd->view, zl_seq_n_ctx(s), NULL)) return 0;
         return draft_with_seq(sd->own, hist, n_hist, out, max);
     }
     if (max > ZL_RING_MAX) max = ZL_RING_MAX;
-    if (kv->n_used + max + 1 > kv->n_ctx) max = kv->n_ctx - kv->n_used - 1;
+    if (zl_kv_n_used(kv) + max + 1 > zl_kv_n_ctx(kv)) max = zl_kv_n_ctx(kv) - zl_kv_n_used(kv) - 1;
     if (max <= 0) return 0;
     const zl_model *m = s->llm->model;
-    int dim = m->hp.dim, pos = kv->n_used, nv = m->hp.n_vocab;
+    int dim = m->hp.dim, pos = zl_kv_n_used(kv), nv = m->hp.n_vocab;
     zl_fwd_set_exact(sd->fwd, zl_fwd_exact(s->fwd));
     int32_t tok = hist[n_hist - 1];
     for (int i = 0; i <= max; i++) {
@@ -123,7 +123,7 @@ static const float *sd_resume(zl_drafter *d, const int32_t *ids, int n, int pos,
     self_draft *sd = d->self;
     int held = sd->n;
     sd->n = 0; /* good for one verify */
-    if (n > held || pos != sd->pos || sd->target->kv->n_dirty < pos + n || sd->target->kv->n_used != pos ||
+    if (n > held || pos != sd->pos || zl_kv_n_dirty(sd->target->kv) < pos + n || zl_kv_n_used(sd->target->kv) != pos ||
         memcmp(ids, sd->ids, (size_t)n * sizeof *ids))
         return NULL;
     *layer = sd->view->model->hp.n_layers;
@@ -260,7 +260,7 @@ int zl_spec_draft(zl_seq *s, int32_t t0, int max_draft, zl_verify *v) {
 
 const zl_fwd_part *zl_spec_verify_part(zl_seq *s, const int32_t *ids, int n, zl_fwd_part *part) {
     int layer = 0;
-    const float *x = s->drafter && s->drafter->resume ? s->drafter->resume(s->drafter, ids, n, s->kv->n_used, &layer)
+    const float *x = s->drafter && s->drafter->resume ? s->drafter->resume(s->drafter, ids, n, zl_kv_n_used(s->kv), &layer)
                                                       : NULL;
     if (!x) return NULL;
     *part = (zl_fwd_part){layer, s->llm->model->hp.n_layers, x, NULL, 0};
@@ -300,7 +300,7 @@ int zl_spec_accept(zl_seq *s, const zl_verify *v, double seconds, int32_t *out, 
     }
     int keep = 1 + acc;
     /* roll back the rejected tail: the newest nd - acc slots and tokens */
-    zl_kv_truncate(s->kv, s->kv->n_used - (nd - acc));
+    zl_kv_truncate(s->kv, zl_kv_n_used(s->kv) - (nd - acc));
     s->n_tokens = v->tok0 + keep;
     zl_sampler_truncate(s->sampler, v->hist0 + keep);
     memcpy(s->logits, s->vlogits + (size_t)acc * nv, (size_t)nv * sizeof(float));
@@ -351,7 +351,7 @@ int zl_llm_verify_cost(zl_llm *llm, int depth, int n, int reps, float *cost, zl_
 int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     if (max_out < 1) { zl_errf(err, ZL_EINVAL, "no room for output tokens"); return -1; }
     if (!s->has_logits && s->pending < 0) { zl_errf(err, ZL_EINVAL, "nothing evaluated yet: feed a prompt first"); return -1; }
-    if (zl_seq_room(s) < 1) { zl_errf(err, ZL_ERANGE, "context of %d tokens is full", s->kv->n_ctx); return -1; }
+    if (zl_seq_room(s) < 1) { zl_errf(err, ZL_ERANGE, "context of %d tokens is full", zl_kv_n_ctx(s->kv)); return -1; }
     double t_start = zl_now_s();
     int32_t t0 = s->pending >= 0 ? s->pending : zl_seq_sample(s);
     s->pending = -1;

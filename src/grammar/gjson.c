@@ -9,35 +9,6 @@
 
 #define GJ_MAX_DEPTH 128
 
-void gbuf_add(gbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = (b->n + n + 1) * 2;
-        char *t = realloc(b->p, nc);
-        if (!t) {
-            b->oom = 1;
-            return;
-        }
-        b->p = t;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-void gbuf_str(gbuf *b, const char *s) { gbuf_add(b, s, strlen(s)); }
-
-void gbuf_printf(gbuf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k < 0) return;
-    gbuf_add(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-}
-
 typedef struct jr {
     const char *s;
     size_t n, i;
@@ -67,7 +38,7 @@ static int hex4(jr *R, unsigned *v) {
     return 0;
 }
 
-static void put_utf8(gbuf *b, unsigned cp) {
+static void put_utf8(zl_buf *b, unsigned cp) {
     char o[4];
     int n;
     if (cp < 0x80) {
@@ -89,13 +60,13 @@ static void put_utf8(gbuf *b, unsigned cp) {
         o[3] = (char)(0x80 | (cp & 0x3F));
         n = 4;
     }
-    gbuf_add(b, o, (size_t)n);
+    zl_buf_put(b, o, (size_t)n);
 }
 
 static int read_string(jr *R, char **out, size_t *len) {
     R->i++; /* " */
-    gbuf b = {0};
-    gbuf_add(&b, "", 0);
+    zl_buf b = {0};
+    zl_buf_put(&b, "", 0);
     while (1) {
         if (R->i >= R->n) {
             free(b.p);
@@ -111,7 +82,7 @@ static int read_string(jr *R, char **out, size_t *len) {
             return jfail(R, "control character in a string");
         }
         if (c != '\\') {
-            gbuf_add(&b, (const char *)&R->s[R->i++], 1);
+            zl_buf_put(&b, (const char *)&R->s[R->i++], 1);
             continue;
         }
         R->i++;
@@ -123,7 +94,7 @@ static int read_string(jr *R, char **out, size_t *len) {
         const char *rep = e == '"' ? "\"" : e == '\\' ? "\\" : e == '/' ? "/" : e == 'b' ? "\b" : e == 'f' ? "\f"
                         : e == 'n' ? "\n" : e == 'r' ? "\r" : e == 't' ? "\t" : NULL;
         if (rep) {
-            gbuf_add(&b, rep, 1);
+            zl_buf_put(&b, rep, 1);
             continue;
         }
         if (e != 'u') {
@@ -334,38 +305,38 @@ const gj *gj_get(const gj *obj, const char *key) {
     return NULL;
 }
 
-void gj_write_string(gbuf *b, const char *s, size_t n) {
-    gbuf_add(b, "\"", 1);
+void gj_write_string(zl_buf *b, const char *s, size_t n) {
+    zl_buf_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : c == '\n' ? "\\n"
                       : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
-        if (e) gbuf_str(b, e);
-        else if (c < 0x20) gbuf_printf(b, "\\u%04x", c);
-        else gbuf_add(b, (const char *)&s[i], 1);
+        if (e) zl_buf_puts(b, e);
+        else if (c < 0x20) zl_buf_printf(b, "\\u%04x", c);
+        else zl_buf_put(b, (const char *)&s[i], 1);
     }
-    gbuf_add(b, "\"", 1);
+    zl_buf_put(b, "\"", 1);
 }
 
-void gj_write(gbuf *b, const gj *v) {
+void gj_write(zl_buf *b, const gj *v) {
     switch (v->t) {
-    case GJ_NULL: gbuf_str(b, "null"); break;
-    case GJ_TRUE: gbuf_str(b, "true"); break;
-    case GJ_FALSE: gbuf_str(b, "false"); break;
-    case GJ_NUM: gbuf_add(b, v->s, v->len); break;
+    case GJ_NULL: zl_buf_puts(b, "null"); break;
+    case GJ_TRUE: zl_buf_puts(b, "true"); break;
+    case GJ_FALSE: zl_buf_puts(b, "false"); break;
+    case GJ_NUM: zl_buf_put(b, v->s, v->len); break;
     case GJ_STR: gj_write_string(b, v->s, v->len); break;
     case GJ_ARR:
     case GJ_OBJ:
-        gbuf_str(b, v->t == GJ_ARR ? "[" : "{");
+        zl_buf_puts(b, v->t == GJ_ARR ? "[" : "{");
         for (int k = 0; k < v->n; k++) {
-            if (k) gbuf_str(b, ",");
+            if (k) zl_buf_puts(b, ",");
             if (v->t == GJ_OBJ) {
                 gj_write_string(b, v->key[k], strlen(v->key[k]));
-                gbuf_str(b, ":");
+                zl_buf_puts(b, ":");
             }
             gj_write(b, v->kid[k]);
         }
-        gbuf_str(b, v->t == GJ_ARR ? "]" : "}");
+        zl_buf_puts(b, v->t == GJ_ARR ? "]" : "}");
         break;
     }
 }

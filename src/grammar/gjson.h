@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "../base/buf.h"
 #include "../base/err.h"
 
 typedef enum { GJ_NULL, GJ_FALSE, GJ_TRUE, GJ_NUM, GJ_STR, GJ_ARR, GJ_OBJ } gj_type;
@@ -22,15 +23,6 @@ typedef struct gj {
     int n;
 } gj;
 
-/* Growable text buffer; oom is sticky. */
-typedef struct gbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} gbuf;
-void gbuf_add(gbuf *b, const char *s, size_t n);
-void gbuf_str(gbuf *b, const char *s);
-void gbuf_printf(gbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int gj_parse(const char *s, size_t n, gj **out, zl_err *err);
 void gj_free(gj *v);
@@ -38,8 +30,8 @@ void gj_free(gj *v);
 const gj *gj_get(const gj *obj, const char *key);
 /* Compact JSON text of v (JSON.stringify spelling: no spaces, strings with
  * \" \\ \b \f \n \r \t and \u00XX for other control bytes). */
-void gj_write(gbuf *b, const gj *v);
+void gj_write(zl_buf *b, const gj *v);
 /* JSON-quoted form of bytes s[0..n). */
-void gj_write_string(gbuf *b, const char *s, size_t n);
+void gj_write_string(zl_buf *b, const char *s, size_t n);
 
 #endif

@@ -42,7 +42,7 @@ typedef struct jsdef {
 
 typedef struct jsc {
     const gj *root;
-    gbuf out;
+    zl_buf out;
     int next;
     jsdef *defs;
     int ndefs, capdefs;
@@ -69,25 +69,25 @@ static int in_list(const char *const *l, const char *k) {
 static void new_rule(jsc *C, char *name) { snprintf(name, 64, "%.40s%d", C->prefix, C->next++); }
 
 /* A GBNF literal for bytes s[0..n). */
-static void lit(gbuf *b, const char *s, size_t n) {
-    gbuf_add(b, "\"", 1);
+static void lit(zl_buf *b, const char *s, size_t n) {
+    zl_buf_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\') {
-            gbuf_add(b, "\\", 1);
-            gbuf_add(b, (const char *)&s[i], 1);
+            zl_buf_put(b, "\\", 1);
+            zl_buf_put(b, (const char *)&s[i], 1);
         } else if (c < 0x20 || c == 0x7F) {
-            gbuf_printf(b, "\\x%02x", c);
+            zl_buf_printf(b, "\\x%02x", c);
         } else {
-            gbuf_add(b, (const char *)&s[i], 1);
+            zl_buf_put(b, (const char *)&s[i], 1);
         }
     }
-    gbuf_add(b, "\"", 1);
+    zl_buf_put(b, "\"", 1);
 }
 
 /* A literal for the compact JSON of v. */
-static void lit_json(gbuf *b, const gj *v) {
-    gbuf t = {0};
+static void lit_json(zl_buf *b, const gj *v) {
+    zl_buf t = {0};
     gj_write(&t, v);
     if (t.oom) b->oom = 1;
     else lit(b, t.p ? t.p : "", t.n);
@@ -140,7 +140,7 @@ static int resolve_ref(jsc *C, const char *ref, const char *path, char *name, in
     strcpy(rule, d->rule);
     char body[64];
     if (compile(C, target, ref + 1, body, depth + 1)) return -1;
-    gbuf_printf(&C->out, "%s ::= %s\n", rule, body);
+    zl_buf_printf(&C->out, "%s ::= %s\n", rule, body);
     strcpy(name, rule);
     return 0;
 }
@@ -161,22 +161,22 @@ static int compile_props(jsc *C, const gj *props, const char *req, const char *p
     }
     char base[64];
     new_rule(C, base);
-    gbuf *o = &C->out;
+    zl_buf *o = &C->out;
     for (int i = k; i >= 0; i--) {
         for (int b = 0; b < 2; b++) {
-            gbuf_printf(o, "%s-%c%d ::= ", base, b ? 'b' : 'a', i);
+            zl_buf_printf(o, "%s-%c%d ::= ", base, b ? 'b' : 'a', i);
             if (i == k) {
-                gbuf_str(o, "\"\"\n");
+                zl_buf_puts(o, "\"\"\n");
                 continue;
             }
-            if (b) gbuf_str(o, "\",\" sp ");
-            gbuf t = {0};
+            if (b) zl_buf_puts(o, "\",\" sp ");
+            zl_buf t = {0};
             gj_write_string(&t, props->key[i], strlen(props->key[i]));
             lit(o, t.p ? t.p : "", t.n);
             free(t.p);
-            gbuf_printf(o, " \":\" sp %s %s-b%d", val[i], base, i + 1);
-            if (!req[i]) gbuf_printf(o, " | %s-%c%d", base, b ? 'b' : 'a', i + 1);
-            gbuf_str(o, "\n");
+            zl_buf_printf(o, " \":\" sp %s %s-b%d", val[i], base, i + 1);
+            if (!req[i]) zl_buf_printf(o, " | %s-%c%d", base, b ? 'b' : 'a', i + 1);
+            zl_buf_puts(o, "\n");
         }
     }
     free(val);
@@ -184,7 +184,7 @@ static int compile_props(jsc *C, const gj *props, const char *req, const char *p
     return 0;
 }
 
-static int compile_object(jsc *C, const gj *s, const char *path, gbuf *alt, int depth) {
+static int compile_object(jsc *C, const gj *s, const char *path, zl_buf *alt, int depth) {
     const gj *props = gj_get(s, "properties"), *req = gj_get(s, "required"), *add = gj_get(s, "additionalProperties");
     if (props && props->t != GJ_OBJ) return jsfail(C, ZL_EINVAL, path, "'%s' must be an object", "properties");
     if (req && req->t != GJ_ARR) return jsfail(C, ZL_EINVAL, path, "'%s' must be an array", "required");
@@ -211,23 +211,23 @@ static int compile_object(jsc *C, const gj *s, const char *path, gbuf *alt, int 
     if (k) {
         char chain[64];
         rc = compile_props(C, props, isreq, path, chain, depth);
-        if (!rc) gbuf_printf(alt, "\"{\" %s \"}\"", chain);
+        if (!rc) zl_buf_printf(alt, "\"{\" %s \"}\"", chain);
     } else if (add && add->t == GJ_OBJ) {
         char sp[256], v[64];
         sub_path(sp, path, "additionalProperties", NULL);
         rc = compile(C, add, sp, v, depth + 1);
         if (!rc)
-            gbuf_printf(alt, "\"{\" ( json-string \":\" sp %s ( \",\" sp json-string \":\" sp %s )* )? \"}\"", v, v);
+            zl_buf_printf(alt, "\"{\" ( json-string \":\" sp %s ( \",\" sp json-string \":\" sp %s )* )? \"}\"", v, v);
     } else if (add && add->t == GJ_FALSE) {
-        gbuf_str(alt, "\"{}\"");
+        zl_buf_puts(alt, "\"{}\"");
     } else {
-        gbuf_str(alt, "json-object");
+        zl_buf_puts(alt, "json-object");
     }
     free(isreq);
     return rc;
 }
 
-static int compile_array(jsc *C, const gj *s, const char *path, gbuf *alt, int depth) {
+static int compile_array(jsc *C, const gj *s, const char *path, zl_buf *alt, int depth) {
     long mn = 0, mx = -1;
     if (get_count(C, s, "minItems", path, &mn) < 0 || get_count(C, s, "maxItems", path, &mx) < 0) return -1;
     if (mx >= 0 && mx < mn) return jsfail(C, ZL_EINVAL, path, "%s", "maxItems below minItems");
@@ -241,39 +241,39 @@ static int compile_array(jsc *C, const gj *s, const char *path, gbuf *alt, int d
         if (items->t == GJ_OBJ && compile(C, items, sp, it, depth + 1)) return -1;
     }
     if (mx == 0) {
-        gbuf_str(alt, "\"[]\"");
+        zl_buf_puts(alt, "\"[]\"");
         return 0;
     }
-    gbuf_str(alt, "\"[\" ");
-    if (!mn) gbuf_str(alt, "( ");
-    gbuf_printf(alt, "%s ( \",\" sp %s )", it, it);
+    zl_buf_puts(alt, "\"[\" ");
+    if (!mn) zl_buf_puts(alt, "( ");
+    zl_buf_printf(alt, "%s ( \",\" sp %s )", it, it);
     long lo = mn ? mn - 1 : 0;
-    if (mx < 0) gbuf_printf(alt, "{%ld,}", lo);
-    else gbuf_printf(alt, "{%ld,%ld}", lo, mx - 1);
-    if (!mn) gbuf_str(alt, " )?");
-    gbuf_str(alt, " \"]\"");
+    if (mx < 0) zl_buf_printf(alt, "{%ld,}", lo);
+    else zl_buf_printf(alt, "{%ld,%ld}", lo, mx - 1);
+    if (!mn) zl_buf_puts(alt, " )?");
+    zl_buf_puts(alt, " \"]\"");
     return 0;
 }
 
-static int compile_string(jsc *C, const gj *s, const char *path, gbuf *alt) {
+static int compile_string(jsc *C, const gj *s, const char *path, zl_buf *alt) {
     long mn = 0, mx = -1;
     if (get_count(C, s, "minLength", path, &mn) < 0 || get_count(C, s, "maxLength", path, &mx) < 0) return -1;
     if (mx >= 0 && mx < mn) return jsfail(C, ZL_EINVAL, path, "%s", "maxLength below minLength");
     if (!mn && mx < 0) {
-        gbuf_str(alt, "json-string");
+        zl_buf_puts(alt, "json-string");
         return 0;
     }
-    if (mx < 0) gbuf_printf(alt, "\"\\\"\" json-char{%ld,} \"\\\"\"", mn);
-    else gbuf_printf(alt, "\"\\\"\" json-char{%ld,%ld} \"\\\"\"", mn, mx);
+    if (mx < 0) zl_buf_printf(alt, "\"\\\"\" json-char{%ld,} \"\\\"\"", mn);
+    else zl_buf_printf(alt, "\"\\\"\" json-char{%ld,%ld} \"\\\"\"", mn, mx);
     return 0;
 }
 
-static int compile_type(jsc *C, const gj *s, const char *t, const char *path, gbuf *alt, int depth) {
+static int compile_type(jsc *C, const gj *s, const char *t, const char *path, zl_buf *alt, int depth) {
     if (!strcmp(t, "string")) return compile_string(C, s, path, alt);
-    if (!strcmp(t, "integer")) gbuf_str(alt, "json-integer");
-    else if (!strcmp(t, "number")) gbuf_str(alt, "json-number");
-    else if (!strcmp(t, "boolean")) gbuf_str(alt, "json-boolean");
-    else if (!strcmp(t, "null")) gbuf_str(alt, "json-null");
+    if (!strcmp(t, "integer")) zl_buf_puts(alt, "json-integer");
+    else if (!strcmp(t, "number")) zl_buf_puts(alt, "json-number");
+    else if (!strcmp(t, "boolean")) zl_buf_puts(alt, "json-boolean");
+    else if (!strcmp(t, "null")) zl_buf_puts(alt, "json-null");
     else if (!strcmp(t, "object")) return compile_object(C, s, path, alt, depth);
     else if (!strcmp(t, "array")) return compile_array(C, s, path, alt, depth);
     else return jsfail(C, ZL_EINVAL, path, "unknown type '%.60s'", t);
@@ -300,7 +300,7 @@ static int compile(jsc *C, const gj *s, const char *path, char *name, int depth)
         if (n_kw > 1) return jsfail(C, ZL_EUNSUP, path, "%s", "keywords beside '$ref' are not supported");
         return resolve_ref(C, ref->s, path, name, depth);
     }
-    gbuf alt = {0};
+    zl_buf alt = {0};
     int rc = 0;
     const gj *cst = gj_get(s, "const"), *en = gj_get(s, "enum");
     const gj *any = gj_get(s, "anyOf") ? gj_get(s, "anyOf") : gj_get(s, "oneOf"), *all = gj_get(s, "allOf");
@@ -312,7 +312,7 @@ static int compile(jsc *C, const gj *s, const char *path, char *name, int depth)
         else if (en->t != GJ_ARR || !en->n) rc = jsfail(C, ZL_EINVAL, path, "%s", "'enum' must be a non-empty array");
         else
             for (int k = 0; k < en->n; k++) {
-                if (k) gbuf_str(&alt, " | ");
+                if (k) zl_buf_puts(&alt, " | ");
                 lit_json(&alt, en->kid[k]);
             }
     } else if (all) {
@@ -332,7 +332,7 @@ static int compile(jsc *C, const gj *s, const char *path, char *name, int depth)
             snprintf(idx, sizeof idx, "%d", k);
             sub_path(sp, path, anykw, idx);
             rc = compile(C, any->kid[k], sp, sub, depth + 1);
-            if (!rc) gbuf_printf(&alt, "%s%s", k ? " | " : "", sub);
+            if (!rc) zl_buf_printf(&alt, "%s%s", k ? " | " : "", sub);
         }
     } else {
         const gj *t = gj_get(s, "type");
@@ -344,13 +344,13 @@ static int compile(jsc *C, const gj *s, const char *path, char *name, int depth)
             else if (gj_get(s, "minLength") || gj_get(s, "maxLength"))
                 rc = compile_type(C, s, "string", path, &alt, depth);
             else
-                gbuf_str(&alt, "json-value");
+                zl_buf_puts(&alt, "json-value");
         } else if (t->t == GJ_STR) {
             rc = compile_type(C, s, t->s, path, &alt, depth);
         } else if (t->t == GJ_ARR && t->n) {
             for (int k = 0; !rc && k < t->n; k++) {
                 if (t->kid[k]->t != GJ_STR) rc = jsfail(C, ZL_EINVAL, path, "%s", "'type' must name types");
-                if (!rc && k) gbuf_str(&alt, " | ");
+                if (!rc && k) zl_buf_puts(&alt, " | ");
                 if (!rc) rc = compile_type(C, s, t->kid[k]->s, path, &alt, depth);
             }
         } else {
@@ -360,7 +360,7 @@ static int compile(jsc *C, const gj *s, const char *path, char *name, int depth)
     if (!rc && alt.oom) rc = jsfail(C, ZL_ENOMEM, path, "%s", "out of memory");
     if (!rc) {
         new_rule(C, name);
-        gbuf_printf(&C->out, "%s ::= %s\n", name, alt.p ? alt.p : "\"\"");
+        zl_buf_printf(&C->out, "%s ::= %s\n", name, alt.p ? alt.p : "\"\"");
     }
     free(alt.p);
     return rc;
@@ -381,7 +381,7 @@ int zl_json_schema_rules(const char *schema, size_t n, const char *prefix, char 
     rc = compile(&C, root, "", name, 0);
     if (rc) rc = err && err->code ? err->code : ZL_EINVAL;
     else if (C.out.oom) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
-    else if (!C.out.p) gbuf_str(&C.out, "");
+    else if (!C.out.p) zl_buf_puts(&C.out, "");
     for (int k = 0; k < C.ndefs; k++) free(C.defs[k].ref);
     free(C.defs);
     gj_free(root);
@@ -397,7 +397,7 @@ int zl_json_schema_rules(const char *schema, size_t n, const char *prefix, char 
 const char *zl_json_schema_prelude(void) { return JS_PRELUDE; }
 
 char *zl_gbnf_quote(const char *s, size_t n) {
-    gbuf b = {0};
+    zl_buf b = {0};
     lit(&b, s, n);
     if (b.oom) {
         free(b.p);
@@ -411,10 +411,10 @@ int zl_json_schema_to_grammar(const char *schema, size_t n, char **out, zl_err *
     char *rules = NULL, top[64];
     int rc = zl_json_schema_rules(schema, n, "s", &rules, top, sizeof top, err);
     if (rc) return rc;
-    gbuf b = {0};
-    gbuf_str(&b, rules);
-    gbuf_printf(&b, "root ::= %s\n", top);
-    gbuf_str(&b, JS_PRELUDE);
+    zl_buf b = {0};
+    zl_buf_puts(&b, rules);
+    zl_buf_printf(&b, "root ::= %s\n", top);
+    zl_buf_puts(&b, JS_PRELUDE);
     free(rules);
     if (b.oom) {
         free(b.p);

@@ -101,6 +101,27 @@ static inline void zl_kv_assert_ok(const zl_kv *kv) {
     (void)kv;
 #endif
 }
+/* What the layers above read of a cache: its shape and bookkeeping, through
+ * these accessors only (the fields are this layer's to write). */
+static inline int zl_kv_n_used(const zl_kv *kv) { return kv->n_used; }
+static inline int zl_kv_n_dirty(const zl_kv *kv) { return kv->n_dirty; }
+static inline int zl_kv_n_ctx(const zl_kv *kv) { return kv->n_ctx; }
+static inline int zl_kv_n_layers(const zl_kv *kv) { return kv->n_layers; }
+static inline int zl_kv_dim(const zl_kv *kv) { return kv->kv_dim; }
+static inline zl_type zl_kv_elem_type(const zl_kv *kv) { return kv->type; }
+static inline size_t zl_kv_row_bytes(const zl_kv *kv) { return kv->row_bytes; }
+static inline zl_kvp_kind zl_kv_kind(const zl_kv *kv) { return kv->policy.kind; }
+/* A bounded policy (window, anchor): evicts instead of filling up. */
+static inline int zl_kv_bounded(const zl_kv *kv) { return kv->policy.kind != ZL_KVP_FULL; }
+/* Per-layer slices are in place (layer l holds position p in slot p - layer_off[l]). */
+static inline int zl_kv_sliced(const zl_kv *kv) { return kv->layer_off != NULL; }
+static inline uint64_t zl_kv_evicted(const zl_kv *kv) { return kv->evicted; }
+/* Set once by the engine when its forward pass honours zl_kv_slot and
+ * zl_kv_scores; layer_max bounds one layer's entries (0: n_ctx). */
+static inline void zl_kv_set_layered(zl_kv *kv, int layer_max) {
+    kv->layered = 1;
+    kv->layer_max = layer_max;
+}
 /* Entries layer `layer` holds. */
 static inline int zl_kv_layer_used(const zl_kv *kv, int layer) { return zl_kv_slot(kv, layer, kv->n_used); }
 /* Where forward thread ith adds the softmax probabilities of `layer`'s

@@ -2,7 +2,7 @@
  * are handed to the engine thread (acquire) and back (release) under it, and
  * zeroed/freed only while no job holds them.  A linked list scanned linearly:
  * tens to hundreds of sessions, touched once per request.  Runtime layer:
- * reaches the engine only through zerolayer.h and sched.h (job hooks). */
+ * reaches the engine only through zerolayer.h; it knows no jobs (leases). */
 #include "session.h"
 
 #include <pthread.h>
@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "../base/assert.h"
 #include "../base/clock.h"
 #include "../base/err.h"
 
@@ -25,14 +26,19 @@ typedef struct sess {
     double last_used;       /* monotonic ms */
     double gone_at;         /* monotonic ms, tombstones */
     zl_seq *seq;            /* NULL while a job holds it, or before the first request */
-    int seq_out;            /* a job holds the sequence */
+    int seq_out;            /* leases that took the session (their jobs hold its sequence) */
     int busy, committed;
     double prefill_at;      /* monotonic ms of uncommitted typing-ahead input, 0: none */
     char *history;
     uint8_t *coded;         /* the state coded while idle (zl_sessions_codec), seq NULL then */
     size_t coded_bytes;
     int coded_tokens;
-    int coding;             /* the sweeper is coding seq without the lock: wait (wait_coding) */
+    int coding;             /* the sweeper is coding or spilling seq without the lock: wait (wait_coding) */
+    int spilled;            /* the state is with the spill hooks (zl_sessions_spill), seq and coded NULL */
+    int spilled_tokens;
+    size_t stored_bytes, stored_exact; /* of the code or the spill, for zl_session_restore */
+    double store_ms;
+    zl_session_restore last; /* how the current (or last) request got its state */
     struct sess *next;
 } sess;
 
@@ -76,13 +82,53 @@ struct zl_sessions {
     pthread_cond_t spare_cv;
     uint64_t coded_total, decoded_total, encoded_bytes, decoded_bytes;
     double encode_ms, decode_ms;
+    uint64_t spilled_total, unspilled_total, spill_failed_total, encoded_exact_bytes;
+    double spill_ms, unspill_ms;
+    int spill_due; /* the idle KV went over budget: the sweeper spills (spill_over_budget) */
 };
 
-typedef struct hook_ud {
+struct zl_sess_lease {
     zl_sessions *s;
     char tenant[ZL_SESS_TENANT_MAX], id[80];
     int has_id, prefill;
-} hook_ud;
+    int took; /* acquire counted itself in the session's seq_out; release (or a failed acquire) uncounts */
+};
+
+/* The session state machine, after SQLite's assert_pager_state.  States of a
+ * live session (state OK), each named by its fields, and the one function
+ * for every transition:
+ *
+ *   idle    seq (or coded, or neither before the first request)
+ *   busy    a request runs on it           zl_sessions_begin -> zl_sessions_end
+ *   out     its sequence is a job's        zl_sess_lease_acquire -> _release
+ *   coding  the sweeper reads its seq      code_one (idle, not busy, not out)
+ *
+ * and the tombstone (EXPIRED, EVICTED, DELETED), entered once from a live
+ * state by sess_kill and left only by the sweep that frees it.  sess_ok
+ * checks, under mu, what holds between two calls:
+ *   S1  state is OK or a tombstone kind;
+ *   S2  a tombstone holds no coded state and no history, and a sequence only
+ *       while the sweeper codes it (it destroys it then);
+ *   S3  sequence ownership: a sequence has one owner at a time; the store
+ *       holds at most one of seq and coded; a lease takes the session's
+ *       sequence (out: seq_out counts the leases that took it) and its
+ *       release puts the job's sequence back only where the session holds
+ *       none (two leases may overlap: typing-ahead during a request);
+ *   S4  coding reads a sequence the store holds: seq set, nothing out;
+ *   S5  committed tokens are tokens the held sequence has. */
+#if ZL_ASSERTS
+static int sess_ok(const sess *x) {
+    int live = x->state == ZL_SESS_OK;
+    ZL_ASSERT(live || x->state == ZL_SESS_EXPIRED || x->state == ZL_SESS_EVICTED || x->state == ZL_SESS_DELETED);
+    ZL_ASSERT(live || (!x->coded && !x->history && (!x->seq || x->coding)));
+    ZL_ASSERT(!(x->seq && x->coded) && x->seq_out >= 0);
+    ZL_ASSERT(!x->coding || (x->seq && !x->seq_out));
+    ZL_ASSERT(x->committed >= 0 && (!live || !x->seq || x->coding || x->committed <= zl_seq_n_past(x->seq)));
+    return 1;
+}
+#else
+#define sess_ok(x) 1 /* ZL_ASSERT does not evaluate it */
+#endif
 
 const char *zl_sess_status_name(zl_sess_status st) {
     static const char *const n[] = {"ok", "unknown", "forbidden", "expired", "evicted", "deleted", "busy", "limit"};
@@ -98,6 +144,7 @@ static void seq_destroy(zl_seq *q) {
 /* Under mu: turn a live session into a tombstone. */
 static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     if (x->state != ZL_SESS_OK) return;
+    ZL_ASSERT(why == ZL_SESS_EXPIRED || why == ZL_SESS_EVICTED || why == ZL_SESS_DELETED); /* live -> tombstone */
     x->state = why;
     x->gone_at = zl_now_ms();
     if (!x->coding) { /* else the sweeper, still reading it, destroys it */
@@ -106,10 +153,13 @@ static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     }
     free(x->coded);
     x->coded = NULL;
+    if (x->spilled) s->o.spill.drop(s->o.spill.ud, x->id);
+    x->spilled = 0;
     free(x->history);
     x->history = NULL;
     if (why == ZL_SESS_EXPIRED) s->expired_total++;
     if (why == ZL_SESS_EVICTED) s->evicted_total++;
+    ZL_ASSERT(sess_ok(x));
 }
 
 static sess *find(zl_sessions *s, const char *id) {
@@ -126,7 +176,7 @@ static void fill_info(const zl_sessions *s, const sess *x, zl_session_info *info
     info->created_unix = x->created_unix;
     info->last_used_unix = wall - (now - x->last_used) / 1e3;
     info->expires_unix = info->last_used_unix + s->o.ttl_s;
-    info->n_tokens = x->seq ? zl_seq_n_past(x->seq) : x->coded ? x->coded_tokens : 0;
+    info->n_tokens = x->seq ? zl_seq_n_past(x->seq) : x->coded ? x->coded_tokens : x->spilled ? x->spilled_tokens : 0;
     info->committed = x->committed;
     info->kv_bytes = x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
     info->busy = x->busy;
@@ -151,23 +201,103 @@ static zl_sess_status lookup(zl_sessions *s, const char *id, const char *tenant,
     sess *x = find(s, id);
     *out = x;
     if (!x) return ZL_SESS_UNKNOWN;
+    ZL_ASSERT(sess_ok(x));
     if (tenant && strcmp(x->tenant, tenant)) return ZL_SESS_TENANT;
     return x->state;
 }
 
-/* Under mu: evict least-recently-used idle sessions while the idle KV is over budget. */
+/* K+V bytes of q's tokens in its cache's own type. */
+static size_t exact_bytes(const zl_seq *q) {
+    zl_kv_stats ks;
+    zl_seq_kv_stats(q, &ks);
+    return (size_t)ks.bytes_per_token * (size_t)zl_seq_n_past(q);
+}
+
+/* Under mu: the idle KV bytes, and the least recently used idle session
+ * holding some (spill: one that can be spilled now), or NULL. */
+static size_t idle_bytes(const zl_sessions *s, int spill, sess **lru) {
+    size_t total = 0;
+    *lru = NULL;
+    for (sess *x = s->head; x; x = x->next) {
+        if (x->state != ZL_SESS_OK || (!x->seq && !x->coded)) continue;
+        total += x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
+        int held = x->coded || zl_seq_n_past(x->seq) > 0;
+        if (spill) held = held && !x->seq_out && !x->coding && !x->prefill_at;
+        if (!x->busy && held && (!*lru || x->last_used < (*lru)->last_used)) *lru = x;
+    }
+    return total;
+}
+
+/* Under mu: evict least-recently-used idle sessions while the idle KV is
+ * over budget; with spill hooks leave that to the sweeper (spill_over_budget:
+ * sealing a session is too slow for the engine thread that calls this). */
 static void enforce_budget(zl_sessions *s) {
     for (;;) {
-        size_t total = 0;
-        sess *lru = NULL;
-        for (sess *x = s->head; x; x = x->next) {
-            if (x->state != ZL_SESS_OK || (!x->seq && !x->coded)) continue;
-            total += x->seq ? zl_seq_kv_bytes_used(x->seq) : x->coded_bytes;
-            int held = x->coded || zl_seq_n_past(x->seq) > 0;
-            if (!x->busy && held && (!lru || x->last_used < lru->last_used)) lru = x;
-        }
+        sess *lru;
+        size_t total = idle_bytes(s, 0, &lru);
         if (total <= s->o.kv_budget || !lru) return;
+        if (s->o.spill.put) {
+            s->spill_due = 1;
+            pthread_cond_signal(&s->cv);
+            return;
+        }
         sess_kill(s, lru, ZL_SESS_EVICTED);
+    }
+}
+
+/* Under mu (dropped while each put runs): spill least-recently-used idle
+ * sessions while the idle KV is over budget; a failed put evicts. */
+static void spill_over_budget(zl_sessions *s) {
+    const zl_sessions_spill *sp = &s->o.spill;
+    if (!sp->put || !s->spill_due) return;
+    s->spill_due = 0;
+    for (;;) {
+        sess *x;
+        if (idle_bytes(s, 1, &x) <= s->o.kv_budget || !x) return;
+        x->coding = 1;
+        zl_seq *q = x->seq;
+        uint8_t *code = x->coded; /* ours while put reads it: a kill meanwhile must not free it */
+        size_t bytes = x->coded_bytes;
+        int n = q ? zl_seq_n_past(q) : x->coded_tokens;
+        size_t exact = q ? exact_bytes(q) : x->stored_exact, stored = 0;
+        char id[sizeof x->id], tenant[sizeof x->tenant], *hist = x->history ? strdup(x->history) : NULL;
+        memcpy(id, x->id, sizeof id);
+        memcpy(tenant, x->tenant, sizeof tenant);
+        double created = x->created_unix, last = zl_wall_s() - (zl_now_ms() - x->last_used) / 1e3;
+        x->coded = NULL;
+        pthread_mutex_unlock(&s->mu);
+        double t0 = zl_now_ms();
+        int rc = sp->put(sp->ud, id, tenant, created, last, q, code, bytes, hist, &stored);
+        double ms = zl_now_ms() - t0;
+        free(hist);
+        pthread_mutex_lock(&s->mu);
+        x->coding = 0;
+        if (x->state != ZL_SESS_OK) { /* killed meanwhile: its sequence was left to us */
+            if (!rc) sp->drop(sp->ud, id);
+            seq_destroy(q);
+            x->seq = NULL;
+            free(code);
+        } else if (x->busy) { /* a request is about to use it: keep it here */
+            if (!rc) sp->drop(sp->ud, id);
+            x->coded = code;
+        } else if (rc) {
+            x->coded = code;
+            s->spill_failed_total++;
+            sess_kill(s, x, ZL_SESS_EVICTED);
+        } else {
+            x->seq = NULL;
+            seq_destroy(q);
+            free(code);
+            x->coded_bytes = 0;
+            x->spilled = 1;
+            x->spilled_tokens = n;
+            x->stored_bytes = stored;
+            x->stored_exact = exact;
+            x->store_ms = ms;
+            s->spilled_total++;
+            s->spill_ms += ms;
+        }
+        pthread_cond_broadcast(&s->home_cv);
     }
 }
 
@@ -183,6 +313,7 @@ static void code_one(zl_sessions *s) {
             zl_seq_n_past(y->seq) > 0 && now - y->last_used > c->idle_s * 1e3 && (!x || y->last_used < x->last_used))
             x = y;
     if (!x) return;
+    ZL_ASSERT(sess_ok(x) && !x->coded); /* idle -> coding */
     x->coding = 1;
     zl_seq *q = x->seq;
     pthread_mutex_unlock(&s->mu);
@@ -203,12 +334,17 @@ static void code_one(zl_sessions *s) {
         x->coded = code;
         x->coded_bytes = bytes;
         x->coded_tokens = zl_seq_n_past(q);
+        x->stored_bytes = bytes;
+        x->stored_exact = exact_bytes(q);
+        x->store_ms = ms;
+        s->encoded_exact_bytes += x->stored_exact;
         x->seq = NULL;
         seq_destroy(q);
         s->coded_total++;
         s->encoded_bytes += bytes;
         s->encode_ms += ms;
     }
+    ZL_ASSERT(sess_ok(x)); /* coding -> idle, or the tombstone it became meanwhile */
     pthread_cond_broadcast(&s->home_cv);
 }
 
@@ -232,6 +368,7 @@ void zl_sessions_sweep(zl_sessions *s) {
         pp = &x->next;
     }
     code_one(s);
+    spill_over_budget(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -488,6 +625,8 @@ zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *ten
         free(x->coded);
         x->coded = NULL;
         x->coded_bytes = 0;
+        if (x->spilled) s->o.spill.drop(s->o.spill.ud, x->id);
+        x->spilled = 0;
         x->committed = 0;
         x->prefill_at = 0;
         free(x->history);
@@ -508,6 +647,7 @@ zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *ten
     }
     if (st == ZL_SESS_OK && x->busy) st = ZL_SESS_BUSY;
     if (st == ZL_SESS_OK) {
+        ZL_ASSERT(!x->busy); /* one request at a time: idle -> busy */
         x->busy = 1;
         x->last_used = zl_now_ms();
     }
@@ -543,6 +683,16 @@ char *zl_sessions_history(zl_sessions *s, const char *id, const char *tenant) {
     return h;
 }
 
+zl_sess_status zl_sessions_restore_info(zl_sessions *s, const char *id, zl_session_restore *out) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup(s, id, NULL, &x);
+    memset(out, 0, sizeof *out);
+    if (x) *out = x->last;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
 zl_sess_status zl_sessions_check(zl_sessions *s, const char *id) {
     pthread_mutex_lock(&s->mu);
     sess *x;
@@ -555,7 +705,7 @@ zl_sess_status zl_sessions_check(zl_sessions *s, const char *id) {
     return st;
 }
 
-/* ---------------- job hooks (engine thread) ---------------- */
+/* ---------------- leases (engine thread) ---------------- */
 
 static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
     int n = na < nb ? na : nb, i = 0;
@@ -615,7 +765,7 @@ static int fresh_seq(zl_sessions *s, zl_llm *llm, const zl_seq_opts *so, int n_p
     return zl_seq_new(out, llm, so, e);
 }
 
-static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt,
+static int acquire_seq(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt,
                        zl_seq **seq, int *n_reused, char *err, size_t cap) {
     zl_sessions *s = h->s;
     zl_seq *q = NULL;
@@ -629,16 +779,42 @@ static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int
         if (st == ZL_SESS_OK && x->state != ZL_SESS_OK) st = x->state;
         uint8_t *code = NULL;
         size_t bytes = 0;
+        int spilled = 0;
         if (st == ZL_SESS_OK) {
+            ZL_ASSERT(!x->coding && !h->took); /* a lease takes its session once: -> out */
             q = x->seq;
             x->seq = NULL;
-            x->seq_out = 1;
+            x->seq_out++;
+            h->took = 1;
             code = x->coded;
             bytes = x->coded_bytes;
             x->coded = NULL;
             x->coded_bytes = 0;
+            spilled = x->spilled;
+            x->spilled = 0; /* ours now: a kill meanwhile leaves the stored copy to us */
+            x->last = (zl_session_restore){code ? ZL_SESS_FROM_CODE : spilled ? ZL_SESS_FROM_SPILL : ZL_SESS_FROM_MEMORY,
+                                           1, code ? x->coded_tokens : spilled ? x->spilled_tokens : 0,
+                                           code || spilled ? x->stored_bytes : 0, code || spilled ? x->stored_exact : 0,
+                                           code || spilled ? x->store_ms : 0, 0};
+            ZL_ASSERT(sess_ok(x));
         }
         pthread_mutex_unlock(&s->mu);
+        if (spilled) { /* bring the spilled state back; on failure the request simply prefills its prompt */
+            zl_err ce = {0};
+            double t0 = zl_now_ms();
+            if (zl_seq_new(&q, llm, so, &ce) || s->o.spill.get(s->o.spill.ud, h->id, h->tenant, q)) {
+                seq_destroy(q);
+                q = NULL;
+            }
+            s->o.spill.drop(s->o.spill.ud, h->id);
+            double ms = zl_now_ms() - t0;
+            pthread_mutex_lock(&s->mu);
+            s->unspilled_total++;
+            s->unspill_ms += ms;
+            x->last.ok = q != NULL; /* x outlives this: tombstones stay for minutes, and only the sweeper frees them */
+            x->last.load_ms = ms;
+            pthread_mutex_unlock(&s->mu);
+        }
         if (code) { /* rebuild the coded state; on failure the request simply prefills its prompt */
             zl_err ce = {0};
             double t0 = zl_now_ms();
@@ -652,6 +828,8 @@ static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int
             s->decoded_total++;
             s->decoded_bytes += bytes;
             s->decode_ms += ms;
+            x->last.ok = q != NULL;
+            x->last.load_ms = ms;
             pthread_mutex_unlock(&s->mu);
         }
         if (st != ZL_SESS_OK) {
@@ -687,9 +865,8 @@ static int acquire_seq(hook_ud *h, zl_llm *llm, const zl_seq_opts *so, const int
 
 /* A job holds a sequence from here until its release: the sweeper makes
  * no spare meanwhile (in_flight). */
-static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt, int n_prompt,
-                        zl_seq **seq, int *n_reused, char *err, size_t cap) {
-    hook_ud *h = ud;
+int zl_sess_lease_acquire(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt,
+                          int n_prompt, zl_seq **seq, int *n_reused, char *err, size_t cap) {
     zl_sessions *s = h->s;
     pthread_mutex_lock(&s->mu);
     s->in_flight++;
@@ -697,6 +874,12 @@ static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int3
     int rc = acquire_seq(h, llm, so, prompt, n_prompt, seq, n_reused, err, cap);
     if (rc || !*seq) { /* no sequence: the engine calls no release */
         pthread_mutex_lock(&s->mu);
+        sess *x = h->took ? find(s, h->id) : NULL;
+        if (x) {
+            ZL_ASSERT(x->seq_out > 0);
+            x->seq_out--; /* the session is not out after all */
+        }
+        h->took = 0;
         s->in_flight--;
         s->last_end = zl_now_ms();
         pthread_cond_signal(&s->cv);
@@ -706,10 +889,8 @@ static int hook_acquire(void *ud, zl_llm *llm, const zl_seq_opts *so, const int3
     return rc;
 }
 
-static void hook_release(void *ud, zl_seq *q, zl_finish why) {
-    hook_ud *h = ud;
+void zl_sess_lease_release(zl_sess_lease *h, zl_seq *q) {
     zl_sessions *s = h->s;
-    (void)why;
     pthread_mutex_lock(&s->mu);
     s->in_flight--;
     s->last_end = zl_now_ms();
@@ -727,7 +908,11 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
     }
     sess *x;
     zl_sess_status st = lookup(s, h->id, h->tenant, &x);
-    if (x && st != ZL_SESS_TENANT) x->seq_out = 0;
+    if (x && st != ZL_SESS_TENANT && h->took) {
+        ZL_ASSERT(x->seq_out > 0 && x->seq != q); /* out -> home: a lease gives back once, its own sequence */
+        x->seq_out--;
+        h->took = 0;
+    }
     pthread_cond_broadcast(&s->home_cv);
     if (st == ZL_SESS_OK && !x->seq) {
         x->seq = q;
@@ -740,15 +925,17 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
             x->committed = zl_seq_n_past(x->seq);
             x->prefill_at = 0;
         }
+        ZL_ASSERT(sess_ok(x));
         enforce_budget(s);
     }
     pthread_mutex_unlock(&s->mu);
     seq_destroy(q); /* the session went away while the job ran */
 }
 
-int zl_sessions_hook_job(zl_sessions *s, zl_job *j, const char *tenant, const char *id, int prefill) {
+int zl_sessions_lease(zl_sessions *s, const char *tenant, const char *id, int prefill, zl_sess_lease **out) {
+    *out = NULL;
     if (tenant && strlen(tenant) >= ZL_SESS_TENANT_MAX) return ZL_EINVAL; /* never cut */
-    hook_ud *h = calloc(1, sizeof *h);
+    zl_sess_lease *h = calloc(1, sizeof *h);
     if (!h) return ZL_ENOMEM;
     h->s = s;
     snprintf(h->tenant, sizeof h->tenant, "%s", tenant ? tenant : "");
@@ -757,11 +944,11 @@ int zl_sessions_hook_job(zl_sessions *s, zl_job *j, const char *tenant, const ch
         h->has_id = 1;
     }
     h->prefill = prefill;
-    zl_job_hooks hk = {hook_acquire, hook_release, free, h};
-    zl_job_set_hooks(j, &hk);
-    if (prefill) zl_job_set_prefill_only(j);
+    *out = h;
     return 0;
 }
+
+void zl_sess_lease_free(zl_sess_lease *l) { free(l); }
 
 void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
     memset(st, 0, sizeof *st);
@@ -771,11 +958,18 @@ void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
         st->active++;
         if (x->seq) st->kv_bytes += zl_seq_kv_bytes_used(x->seq);
         if (x->coded) st->kv_bytes += x->coded_bytes, st->coded++;
+        st->spilled += x->spilled;
     }
+    st->spilled_total = s->spilled_total;
+    st->unspilled_total = s->unspilled_total;
+    st->spill_failed_total = s->spill_failed_total;
+    st->spill_ms = s->spill_ms;
+    st->unspill_ms = s->unspill_ms;
     st->coded_total = s->coded_total;
     st->decoded_total = s->decoded_total;
     st->encoded_bytes = s->encoded_bytes;
     st->decoded_bytes = s->decoded_bytes;
+    st->encoded_exact_bytes = s->encoded_exact_bytes;
     st->encode_ms = s->encode_ms;
     st->decode_ms = s->decode_ms;
     st->expired_total = s->expired_total;
@@ -807,6 +1001,7 @@ zl_sess_status zl_sessions_copy_state(zl_sessions *s, const char *id, const char
         int n = x->seq ? zl_seq_n_past(x->seq) : 0;
         if (n && zl_seq_copy_prefix(dst, x->seq, n, NULL)) st = ZL_SESS_LIMIT;
         if (x->coded && s->o.codec.decode(s->o.codec.ud, dst, x->coded, x->coded_bytes)) st = ZL_SESS_LIMIT;
+        if (x->spilled && s->o.spill.get(s->o.spill.ud, x->id, x->tenant, dst)) st = ZL_SESS_LIMIT;
         if (st == ZL_SESS_OK && x->history) *history = strdup(x->history);
         x->last_used = zl_now_ms();
     }

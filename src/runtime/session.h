@@ -1,5 +1,6 @@
 /* session.h — sessions that keep a sequence's KV between requests, and the
- * job hooks (sched.h) through which every request reaches the prefix cache.
+ * leases through which every request's sequence comes from a session or the
+ * tenant's prefix cache and goes back there.
  *
  * A session belongs to one tenant.  While idle it holds its sequence; a
  * request on it borrows the sequence (acquire: the longest common token
@@ -12,7 +13,8 @@
  * tokens; nothing here knows HTTP, JSON or cryptography).  Every lookup
  * compares the tenant.  Idle sessions expire after ttl; when the sessions'
  * KV bytes exceed the budget, or a tenant opens more sessions than allowed,
- * the least recently used idle sessions are evicted.  Expired, evicted,
+ * the least recently used idle sessions are evicted (or spilled:
+ * zl_sessions_spill).  Expired, evicted,
  * flushed and deleted sessions have their KV zeroed before it is freed, and
  * leave a tombstone so their next use can say why they are gone.  A
  * background thread applies expiry, drops typing-ahead input that was
@@ -26,7 +28,7 @@
 #include <stdint.h>
 
 #include "prefix_cache.h"
-#include "../engine/sched.h"
+#include "zerolayer.h"
 
 /* Tenant strings are shorter than this; longer ones are refused, never cut
  * (two tenants sharing the first bytes must not become one). */
@@ -46,6 +48,22 @@ typedef struct zl_sessions_codec {
     double idle_s; /* 0: off */
 } zl_sessions_codec;
 
+/* Spilling idle sessions past the KV budget (serve --state-dir): instead of
+ * evicting the least recently used idle session, the sweeper hands its state
+ * to put (without the store's lock: the session is marked coding and every
+ * user of its sequence waits) and keeps only its record; the next request
+ * (engine thread) or snapshot gets the state back with get, after which
+ * (or when the session goes) drop forgets the stored copy.  A failed put
+ * evicts the session as before.  The store knows nothing of files. */
+typedef struct zl_sessions_spill {
+    /* seq, or the idle code (zl_sessions_codec) when the session is held coded; 0 when stored */
+    int (*put)(void *ud, const char *id, const char *tenant, double created_unix, double last_used_unix,
+               const zl_seq *seq, const uint8_t *code, size_t code_bytes, const char *history, size_t *stored);
+    int (*get)(void *ud, const char *id, const char *tenant, zl_seq *seq); /* into a fresh sequence */
+    void (*drop)(void *ud, const char *id);
+    void *ud;
+} zl_sessions_spill;
+
 typedef struct zl_sessions_opts {
     double ttl_s;          /* idle time before expiry (default 120) */
     double prefill_idle_s; /* typing-ahead input kept this long without a request (default 3) */
@@ -54,6 +72,7 @@ typedef struct zl_sessions_opts {
     size_t pcache_bytes;   /* prefix cache bound (0: off) */
     int pcache_block;      /* tokens per prefix-cache block (default 16) */
     zl_sessions_codec codec; /* idle sessions coded (zero: never) */
+    zl_sessions_spill spill; /* sessions over kv_budget spilled (zero: evicted) */
     double spare_idle_ms;  /* quiet time (no job holding a sequence) before the spare sequence is
                               mapped (default 100; < 0: none) */
 } zl_sessions_opts;
@@ -89,7 +108,12 @@ typedef struct zl_sessions_stats {
     int coded;                                /* sessions held coded now (their bytes are in kv_bytes) */
     uint64_t coded_total, decoded_total;      /* sessions coded / rebuilt so far */
     uint64_t encoded_bytes, decoded_bytes;    /* code bytes produced / read so far */
+    uint64_t encoded_exact_bytes;             /* the K+V bytes those codes stand for (the ratio's denominator) */
     double encode_ms, decode_ms;              /* time spent coding and rebuilding so far */
+    int spilled;                              /* sessions whose state is spilled now (not in kv_bytes) */
+    uint64_t spilled_total, unspilled_total;  /* sessions spilled / brought back so far */
+    uint64_t spill_failed_total;              /* spills that failed (those sessions were evicted) */
+    double spill_ms, unspill_ms;              /* time spent spilling and bringing back */
     int spare_ready;
     uint64_t spare_bytes_mapped, spares_made, spares_taken, spares_taken_part;
 } zl_sessions_stats;
@@ -131,14 +155,44 @@ zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *ten
 void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t len);
 /* Copy of the stored conversation (malloc'd, NUL-terminated; NULL if none). */
 char *zl_sessions_history(zl_sessions *s, const char *id, const char *tenant);
+/* How the request now running on a session (between begin and end) got
+ * its state: from memory, or rebuilt from the idle code or a spill, with
+ * what storing it cost when it went idle and what rebuilding cost now. */
+typedef enum { ZL_SESS_FROM_MEMORY = 0, ZL_SESS_FROM_CODE, ZL_SESS_FROM_SPILL } zl_sess_from;
+typedef struct zl_session_restore {
+    zl_sess_from from;
+    int ok;             /* rebuilt (else the request prefilled its prompt) */
+    int tokens;         /* tokens stored */
+    size_t bytes;       /* bytes stored: the code, or the spilled file */
+    size_t exact_bytes; /* those tokens' K+V in the cache's own type */
+    double store_ms;    /* coding / spilling it when it went idle */
+    double load_ms;     /* rebuilding it for this request */
+} zl_session_restore;
+zl_sess_status zl_sessions_restore_info(zl_sessions *s, const char *id, zl_session_restore *out);
 /* Is the session still usable by the request that began on it?  (A stream
  * checks this between chunks; a busy session past its deadline expires here.) */
 zl_sess_status zl_sessions_check(zl_sessions *s, const char *id);
 
-/* Install acquire/release hooks on a job before submit: through the session
- * `id` when non-NULL, else through the tenant's prefix cache.  prefill: the
- * job is typing-ahead input (kept uncommitted). */
-int zl_sessions_hook_job(zl_sessions *s, zl_job *j, const char *tenant, const char *id, int prefill);
+/* A lease: where one request's sequence comes from and goes back to, through
+ * the session `id` when non-NULL, else through the tenant's prefix cache.
+ * prefill: the request is typing-ahead input (kept uncommitted).  The store
+ * knows no jobs: whoever runs the request (the server, over the engine's job
+ * hooks) calls acquire once before the first forward and, when it got a
+ * sequence, release once at the end; both on the thread that runs forwards.
+ * Returns 0, ZL_EINVAL (tenant or id too long: never cut) or ZL_ENOMEM. */
+typedef struct zl_sess_lease zl_sess_lease;
+int zl_sessions_lease(zl_sessions *s, const char *tenant, const char *id, int prefill, zl_sess_lease **out);
+/* Hand over a sequence for prompt: its first *n_reused tokens (< n_prompt)
+ * equal the prompt's (a session's or the cache's), the rest is to evaluate.
+ * Returns 0, or an error code with a message in err (a session that is gone:
+ * "session <status>"); on an error *seq is NULL. */
+int zl_sess_lease_acquire(zl_sess_lease *l, zl_llm *llm, const zl_seq_opts *so, const int32_t *prompt,
+                          int n_prompt, zl_seq **seq, int *n_reused, char *err, size_t err_cap);
+/* Take seq back when the request ended: into its session (committed unless
+ * prefill), or into the prefix cache; zeroed and freed when the session went
+ * away meanwhile. */
+void zl_sess_lease_release(zl_sess_lease *l, zl_seq *seq);
+void zl_sess_lease_free(zl_sess_lease *l);
 
 void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st);
 

@@ -71,29 +71,23 @@ static int ant_blocks(json_t *c, const char *role, const char *path, zl_request 
     return 0;
 }
 
+/* One client tool: {type?: custom, name, description?, input_schema}. */
+static int ant_tool(json_t *t, const char *f, zl_request *q, zl_verr *e) {
+    const char *type = NULL, *name = NULL, *desc = NULL;
+    if (zl_jv_str(t, "type", f, 0, &type, e) < 0) return -1;
+    if (type && strcmp(type, "custom"))
+        return zl_verr_set(e, f, "%s.type: '%s' tools are not supported (only client tools with input_schema)", f, type);
+    if (zl_jv_str(t, "name", f, 1, &name, e) < 0 || zl_jv_str(t, "description", f, 0, &desc, e) < 0) return -1;
+    json_t *schema = json_object_get(t, "input_schema");
+    char sf[64];
+    snprintf(sf, sizeof sf, "%s.input_schema", f);
+    if (!schema) return zl_verr_set(e, sf, "%s: field required", sf);
+    return zl_tools_add(q, name, desc, schema, sf, e);
+}
+
 /* tools, tool_choice, thinking */
 static int ant_tools(json_t *b, zl_request *q, zl_verr *e) {
-    json_t *tools = json_object_get(b, "tools");
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) return zl_verr_set(e, "tools", "tools: expected an array");
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            char f[48];
-            snprintf(f, sizeof f, "tools[%zu]", i);
-            const char *type = NULL, *name = NULL, *desc = NULL;
-            if (!json_is_object(t)) return zl_verr_set(e, f, "%s: expected an object", f);
-            if (zl_jv_str(t, "type", f, 0, &type, e) < 0) return -1;
-            if (type && strcmp(type, "custom"))
-                return zl_verr_set(e, f, "%s.type: '%s' tools are not supported (only client tools with input_schema)", f, type);
-            if (zl_jv_str(t, "name", f, 1, &name, e) < 0 || zl_jv_str(t, "description", f, 0, &desc, e) < 0) return -1;
-            json_t *schema = json_object_get(t, "input_schema");
-            char sf[64];
-            snprintf(sf, sizeof sf, "%s.input_schema", f);
-            if (!schema) return zl_verr_set(e, sf, "%s: field required", sf);
-            if (zl_tools_add(q, name, desc, schema, sf, e) < 0) return -1;
-        }
-    }
+    if (zl_tools_each(b, q, ant_tool, e) < 0) return -1;
     json_t *tc = json_object_get(b, "tool_choice");
     if (tc && !json_is_null(tc)) {
         const char *type = NULL;
@@ -111,8 +105,7 @@ static int ant_tools(json_t *b, zl_request *q, zl_verr *e) {
         int dis = 0;
         if (zl_jv_bool(tc, "disable_parallel_tool_use", "tool_choice", &dis, e) < 0) return -1;
         q->parallel_tools = !dis;
-        if (q->tool_choice != ZL_TOOLS_AUTO && q->tool_choice != ZL_TOOLS_NONE && !q->n_tools)
-            return zl_verr_set(e, "tool_choice", "tool_choice: requires tools");
+        if (zl_tools_check_choice(q, e) < 0) return -1;
     }
     json_t *th = json_object_get(b, "thinking");
     if (th && !json_is_null(th)) {
@@ -198,12 +191,12 @@ static json_t *ant_content(const zl_result *res, const zl_event *ev) {
     if (ev->reasoning_len)
         json_array_append_new(arr, json_pack("{s:s, s:o, s:s}", "type", "thinking", "thinking",
                                              zl_json_lossy_string(ev->reasoning, ev->reasoning_len), "signature", ""));
-    if (ev->len || ev->call1 == ev->call0)
+    if (ev->len || !ev->n_cd)
         json_array_append_new(arr, json_pack("{s:s, s:o}", "type", "text", "text", zl_json_lossy_string(ev->text, ev->len)));
-    for (int k = ev->call0; k < ev->call1; k++) {
-        const zl_tc_call *c = zl_tc_get(ev->calls, k);
+    for (int i = 0; i < ev->n_cd; i++) {
+        const zl_tc_call *c = zl_tc_get(ev->calls, ev->cd[i].k);
         char id[96];
-        zl_tools_call_id(res, 0, k, "toolu_", id, sizeof id);
+        zl_tools_call_id(res, 0, ev->cd[i].k, "toolu_", id, sizeof id);
         json_t *in = json_loads(c->args, 0, NULL);
         json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id", id, "name", c->name,
                                              "input", in ? in : json_object()));
@@ -211,7 +204,7 @@ static json_t *ant_content(const zl_result *res, const zl_event *ev) {
     return arr;
 }
 
-enum { BLK_NONE = 0, BLK_THINKING, BLK_TEXT };
+enum { BLK_NONE = 0, BLK_THINKING, BLK_TEXT, BLK_TOOL };
 
 static void blk_close(zl_sse *s, int *b) {
     if (!b[1]) return;
@@ -230,8 +223,21 @@ static void blk_open(zl_sse *s, int *b, int kind) {
     b[1] = kind;
 }
 
-/* A streamed event with reasoning / tools: blocks opened and closed as the parts arrive. */
+/* The next fragment of the open tool_use block's arguments. */
+static void tool_fragment(zl_sse *s, const int *b, const zl_call_delta *d) {
+    if (!d->args_len) return;
+    zl_sse_event(s, "content_block_delta",
+                 json_pack("{s:s, s:i, s:{s:s, s:o}}", "type", "content_block_delta", "index", b[0], "delta", "type",
+                           "input_json_delta", "partial_json", zl_json_lossy_string(d->args, d->args_len)));
+}
+
+/* A streamed event with reasoning / tools: blocks opened and closed as the
+ * parts arrive, in the order the model wrote them: the rest of the open
+ * call's arguments, then thinking and text, then the calls begun (each a
+ * tool_use block whose input_json_delta fragments follow as it is written). */
 static void ant_split_delta(zl_sse *s, const zl_result *res, const zl_event *ev, int *b) {
+    for (int i = 0; i < ev->n_cd; i++)
+        if (!ev->cd[i].head && b[1] == BLK_TOOL && b[2] == ev->cd[i].k) tool_fragment(s, b, &ev->cd[i]);
     if (ev->reasoning_len) {
         blk_open(s, b, BLK_THINKING);
         zl_sse_event(s, "content_block_delta",
@@ -244,19 +250,19 @@ static void ant_split_delta(zl_sse *s, const zl_result *res, const zl_event *ev,
                      json_pack("{s:s, s:i, s:{s:s, s:o}}", "type", "content_block_delta", "index", b[0], "delta", "type",
                                "text_delta", "text", zl_json_lossy_string(ev->text, ev->len)));
     }
-    for (int k = ev->call0; k < ev->call1; k++) {
-        const zl_tc_call *c = zl_tc_get(ev->calls, k);
+    for (int i = 0; i < ev->n_cd; i++) {
+        const zl_call_delta *d = &ev->cd[i];
+        if (!d->head) continue;
         char id[96];
-        zl_tools_call_id(res, 0, k, "toolu_", id, sizeof id);
+        zl_tools_call_id(res, 0, d->k, "toolu_", id, sizeof id);
         blk_close(s, b);
         zl_sse_event(s, "content_block_start",
                      json_pack("{s:s, s:i, s:{s:s, s:s, s:s, s:{}}}", "type", "content_block_start", "index", b[0],
-                               "content_block", "type", "tool_use", "id", id, "name", c->name, "input"));
-        zl_sse_event(s, "content_block_delta",
-                     json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_delta", "index", b[0], "delta", "type",
-                               "input_json_delta", "partial_json", c->args));
-        zl_sse_event(s, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", b[0]));
-        b[0]++;
+                               "content_block", "type", "tool_use", "id", id, "name", zl_tc_get(ev->calls, d->k)->name,
+                               "input"));
+        b[1] = BLK_TOOL;
+        b[2] = d->k;
+        tool_fragment(s, b, d);
     }
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/clock.h"
 #include "http.h"
 #include "metrics.h"
 

@@ -117,29 +117,23 @@ static int parse_structured(json_t *b, zl_request *q, zl_verr *e) {
     return zl_tools_schema(q, schema, "response_format.json_schema.schema", e);
 }
 
+/* One tool: {type: function, function: {name, description?, parameters?}}. */
+static int oai_tool(json_t *t, const char *f, zl_request *q, zl_verr *e) {
+    const char *type = NULL, *name = NULL, *desc = NULL;
+    if (zl_jv_str(t, "type", f, 1, &type, e) < 0) return -1;
+    if (strcmp(type, "function")) return zl_verr_set(e, f, "%s.type: '%s' is not supported (only \"function\")", f, type);
+    json_t *fn = json_object_get(t, "function");
+    char ff[64];
+    snprintf(ff, sizeof ff, "%s.function", f);
+    if (!json_is_object(fn)) return zl_verr_set(e, ff, "%s: expected an object", ff);
+    if (zl_jv_str(fn, "name", ff, 1, &name, e) < 0 || zl_jv_str(fn, "description", ff, 0, &desc, e) < 0) return -1;
+    snprintf(ff, sizeof ff, "%s.function.parameters", f);
+    return zl_tools_add(q, name, desc, json_object_get(fn, "parameters"), ff, e);
+}
+
 /* tools, tool_choice, parallel_tool_calls, reasoning_effort */
 static int parse_tools(json_t *b, zl_request *q, zl_verr *e) {
-    json_t *tools = json_object_get(b, "tools");
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) return zl_verr_set(e, "tools", "tools: expected an array");
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            char f[48];
-            snprintf(f, sizeof f, "tools[%zu]", i);
-            const char *type = NULL, *name = NULL, *desc = NULL;
-            if (!json_is_object(t)) return zl_verr_set(e, f, "%s: expected an object", f);
-            if (zl_jv_str(t, "type", f, 1, &type, e) < 0) return -1;
-            if (strcmp(type, "function")) return zl_verr_set(e, f, "%s.type: '%s' is not supported (only \"function\")", f, type);
-            json_t *fn = json_object_get(t, "function");
-            char ff[64];
-            snprintf(ff, sizeof ff, "%s.function", f);
-            if (!json_is_object(fn)) return zl_verr_set(e, ff, "%s: expected an object", ff);
-            if (zl_jv_str(fn, "name", ff, 1, &name, e) < 0 || zl_jv_str(fn, "description", ff, 0, &desc, e) < 0) return -1;
-            snprintf(ff, sizeof ff, "%s.function.parameters", f);
-            if (zl_tools_add(q, name, desc, json_object_get(fn, "parameters"), ff, e) < 0) return -1;
-        }
-    }
+    if (zl_tools_each(b, q, oai_tool, e) < 0) return -1;
     json_t *tc = json_object_get(b, "tool_choice");
     if (tc && json_is_string(tc)) {
         const char *c = json_string_value(tc);
@@ -155,8 +149,7 @@ static int parse_tools(json_t *b, zl_request *q, zl_verr *e) {
     } else if (tc && !json_is_null(tc)) {
         return zl_verr_set(e, "tool_choice", "tool_choice: expected a string or an object");
     }
-    if (q->tool_choice != ZL_TOOLS_AUTO && q->tool_choice != ZL_TOOLS_NONE && !q->n_tools)
-        return zl_verr_set(e, "tool_choice", "tool_choice: requires tools");
+    if (zl_tools_check_choice(q, e) < 0) return -1;
     if (zl_jv_bool(b, "parallel_tool_calls", "", &q->parallel_tools, e) < 0) return -1;
     if (!json_object_get(b, "parallel_tool_calls")) q->parallel_tools = 1;
     const char *effort = NULL;
@@ -241,17 +234,23 @@ static json_t *logprobs_json(const zl_result *res, const zl_event *ev, int whole
                                     : text_logprobs(res->g, ev->toks, ev->n_toks);
 }
 
-/* Calls [call0, call1) of ev: whole ({id, type, function: {name, arguments}})
- * or as stream deltas (with their index). */
+/* The calls of ev: whole ({id, type, function: {name, arguments}}) or as
+ * stream deltas: {index, id, type, function: {name, arguments: ""...}} the
+ * first time, then {index, function: {arguments: the next fragment}}. */
 static json_t *calls_json(const zl_result *res, const zl_event *ev, int stream) {
     json_t *arr = json_array();
-    for (int k = ev->call0; k < ev->call1; k++) {
-        const zl_tc_call *c = zl_tc_get(ev->calls, k);
-        char id[96];
-        zl_tools_call_id(res, ev->choice, k, "call_", id, sizeof id);
-        json_t *one = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name", c->name,
-                                "arguments", c->args);
-        if (stream) json_object_set_new(one, "index", json_integer(k));
+    for (int i = 0; i < ev->n_cd; i++) {
+        const zl_call_delta *d = &ev->cd[i];
+        json_t *fn = json_pack("{s:o}", "arguments", zl_json_lossy_string(d->args, d->args_len)), *one = json_object();
+        if (stream) json_object_set_new(one, "index", json_integer(d->k));
+        if (d->head) {
+            char id[96];
+            zl_tools_call_id(res, ev->choice, d->k, "call_", id, sizeof id);
+            json_object_set_new(one, "id", json_string(id));
+            json_object_set_new(one, "type", json_string("function"));
+            json_object_set_new(fn, "name", json_string(zl_tc_get(ev->calls, d->k)->name));
+        }
+        json_object_set_new(one, "function", fn);
         json_array_append_new(arr, one);
     }
     return arr;
@@ -261,7 +260,7 @@ static json_t *calls_json(const zl_result *res, const zl_event *ev, int stream) 
 static json_t *choice_json(const zl_result *res, const zl_event *ev, int whole) {
     json_t *text = zl_json_lossy_string(ev->text, ev->len), *lp = logprobs_json(res, ev, whole), *one;
     if (res->kind == ZL_REQ_CHAT && whole) {
-        int called = ev->call1 > ev->call0;
+        int called = ev->n_cd > 0;
         json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
                                 called && !ev->len ? (json_decref(text), json_null()) : text);
         if (ev->reasoning_len) json_object_set_new(msg, "reasoning_content", zl_json_lossy_string(ev->reasoning, ev->reasoning_len));
@@ -271,7 +270,7 @@ static json_t *choice_json(const zl_result *res, const zl_event *ev, int whole) 
         json_t *delta = ev->len ? json_pack("{s:o}", "content", text) : (json_decref(text), json_object());
         if (ev->reasoning_len)
             json_object_set_new(delta, "reasoning_content", zl_json_lossy_string(ev->reasoning, ev->reasoning_len));
-        if (ev->call1 > ev->call0) json_object_set_new(delta, "tool_calls", calls_json(res, ev, 1));
+        if (ev->n_cd) json_object_set_new(delta, "tool_calls", calls_json(res, ev, 1));
         one = json_pack("{s:i, s:o, s:o}", "index", ev->choice, "delta", delta, "logprobs", lp);
     } else {
         one = json_pack("{s:i, s:o, s:o}", "index", ev->choice, "text", text, "logprobs", lp);

@@ -28,6 +28,7 @@
 
 #include "../base/err.h"
 #include "../state/snapshot.h"
+#include "lease.h"
 #include "pipeline.h"
 #include "sess_token.h"
 
@@ -69,6 +70,7 @@ int zl_sessions_setup(zl_srv *srv, zl_err *err) {
     };
     int rc = zl_state_setup(srv, err);
     if (!rc) rc = zl_state_idle_codec(srv, &so.codec, err);
+    if (!rc) zl_state_dir_spill(srv, &so.spill);
     if (!rc) rc = zl_sessions_new(&srv->sessions, &so, err);
     if (rc) zl_state_free(srv);
     return rc;
@@ -108,60 +110,52 @@ void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]) {
 
 /* ---------------- errors ---------------- */
 
-static enum MHD_Result sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static enum MHD_Result sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...) {
+/* Session errors are the API's own error shape (zl_error_json_code) with the
+ * store's reason as the code. */
+enum MHD_Result zl_sess_error(zl_req *r, zl_ekind kind, const char *reason, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    const char *type = status == 403 ? "permission_error"
-                       : status == 404 ? "not_found_error"
-                       : status == 429 ? "rate_limit_error"
-                       : status == 400 ? "invalid_request_error"
-                                       : "session_error";
-    json_t *j;
-    if (r->api == ZL_API_ANTHROPIC)
-        j = json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", "error", "error", "type", type, "message", msg, "reason",
-                      reason);
-    else
-        j = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type", type, "param", "code", reason);
+    int status;
+    json_t *j = zl_error_json_code(r->api, kind, NULL, reason, msg, &status);
     return zl_reply_json(r, status, j, NULL);
 }
 
-static enum MHD_Result status_reply(zl_req *r, zl_sess_status st, const char *id) {
-    switch (st) {
-    case ZL_SESS_UNKNOWN: return sess_error(r, 404, "not_found", "session %s does not exist", id);
-    case ZL_SESS_TENANT: return sess_error(r, 403, "forbidden", "session %s belongs to another tenant", id);
-    case ZL_SESS_EXPIRED:
-        return sess_error(r, 410, "expired", "session %s expired after %.0f s idle; create a new one", id,
-                          zl_sessions_get_opts(r->srv->sessions)->ttl_s);
-    case ZL_SESS_EVICTED:
-        return sess_error(r, 410, "evicted", "session %s was evicted (KV memory budget or per-tenant session bound); "
-                                             "create a new one", id);
-    case ZL_SESS_DELETED: return sess_error(r, 410, "deleted", "session %s was deleted", id);
-    case ZL_SESS_BUSY:
-        return sess_error(r, 409, "busy", "session %s is running another request; one request at a time", id);
-    case ZL_SESS_LIMIT:
-        return sess_error(r, 429, "limit", "this tenant has the most sessions allowed and all of them are busy");
-    default: return sess_error(r, 500, "internal", "session error");
+json_t *zl_sess_status_json(zl_api api, zl_sess_status st, const char *id, double ttl_s, int *status) {
+    /* per status: the error kind, the reason code and the message (%s: the id; EXPIRED: then the ttl) */
+    static const struct { zl_sess_status st; zl_ekind kind; const char *reason, *fmt; } t[] = {
+        {ZL_SESS_UNKNOWN, ZL_E_NOT_FOUND, "not_found", "session %s does not exist"},
+        {ZL_SESS_TENANT, ZL_E_FORBIDDEN, "forbidden", "session %s belongs to another tenant"},
+        {ZL_SESS_EXPIRED, ZL_E_GONE, "expired", "session %s expired after %.0f s idle; create a new one"},
+        {ZL_SESS_EVICTED, ZL_E_GONE, "evicted",
+         "session %s was evicted (KV memory budget or per-tenant session bound); create a new one"},
+        {ZL_SESS_DELETED, ZL_E_GONE, "deleted", "session %s was deleted"},
+        {ZL_SESS_BUSY, ZL_E_CONFLICT, "busy", "session %s is running another request; one request at a time"},
+        {ZL_SESS_LIMIT, ZL_E_RATE_LIMIT, "limit", "this tenant has the most sessions allowed and all of them are busy%s"},
+    };
+    char msg[512];
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        if (t[i].st != st) continue;
+        if (st == ZL_SESS_EXPIRED) snprintf(msg, sizeof msg, t[i].fmt, id, ttl_s);
+        else if (st == ZL_SESS_LIMIT) snprintf(msg, sizeof msg, t[i].fmt, "");
+        else snprintf(msg, sizeof msg, t[i].fmt, id);
+        return zl_error_json_code(api, t[i].kind, NULL, t[i].reason, msg, status);
     }
+    return zl_error_json_code(api, ZL_E_INTERNAL, NULL, "internal", "session error", status);
 }
 
-enum MHD_Result zl_sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return sess_error(r, status, reason, "%s", msg);
+static enum MHD_Result status_reply(zl_req *r, zl_sess_status st, const char *id) {
+    int status;
+    json_t *j = zl_sess_status_json(r->api, st, id, zl_sessions_get_opts(r->srv->sessions)->ttl_s, &status);
+    return zl_reply_json(r, status, j, NULL);
 }
 
 enum MHD_Result zl_sess_status_reply(zl_req *r, zl_sess_status st, const char *id) { return status_reply(r, st, id); }
 
 static enum MHD_Result bad_token(zl_req *r) {
-    return sess_error(r, 403, "invalid_token",
+    return zl_sess_error(r, ZL_E_FORBIDDEN, "invalid_token",
                       "session token rejected: it is malformed, altered, forged, or belongs to another tenant");
 }
 
@@ -259,11 +253,17 @@ int zl_sess_merge(zl_sess_req *c, zl_req *r, const zl_chat_msg *msgs, int n, zl_
 
 static int hook_job(void *ud, zl_job *j, int choice) {
     zl_sess_req *c = ud;
-    return zl_sessions_hook_job(c->srv->sessions, j, c->tenant, choice == 0 && c->id[0] ? c->id : NULL, 0);
+    return zl_job_lease(j, c->srv->sessions, c->tenant, choice == 0 && c->id[0] ? c->id : NULL, 0);
 }
 
 static void on_end(zl_gen *g, void *ud) {
     zl_sess_req *c = ud;
+    if (c->id[0] && g) { /* before the session ends: still this request's figures */
+        zl_session_restore ri;
+        zl_sessions_restore_info(c->srv->sessions, c->id, &ri);
+        g->state = (zl_gen_state){(int)ri.from, ri.ok, ri.tokens, (double)ri.bytes, (double)ri.exact_bytes,
+                                  ri.store_ms, ri.load_ms};
+    }
     if (c->id[0]) {
         char *hist = NULL;
         if (g && c->conv && g->n == 1 &&
@@ -319,7 +319,8 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     zl_session_info in;
     zl_seq *restored = NULL; /* POST {"state"}: the session starts from a snapshot (api_state.c) */
     zl_snap_info si = {0};
-    if (b && json_object_get(b, "state") && zl_state_restore(r, b, tenant, &restored, &si)) return MHD_YES;
+    if (((b && json_object_get(b, "state")) || r->body_blob) && zl_state_restore(r, b, tenant, &restored, &si))
+        return MHD_YES;
     zl_sess_status st = restored ? zl_sessions_create_with(r->srv->sessions, id, tenant, (double)ms / 1e3, restored,
                                                            si.history, si.history_len, &in)
                                  : zl_sessions_create(r->srv->sessions, id, tenant, (double)ms / 1e3, &in);
@@ -430,7 +431,7 @@ static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, 
     zl_sampling smp = zl_sampling_defaults();
     smp.temp = 0;
     zl_job *j = zl_job_new(ids, (int)n_ids, &smp, 1, -1);
-    if (!j || zl_sessions_hook_job(srv->sessions, j, tenant, id, 1)) {
+    if (!j || zl_job_lease(j, srv->sessions, tenant, id, 1)) {
         zl_job_release(j);
         return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
     }
@@ -447,7 +448,7 @@ static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, 
     zl_job_report t;
     zl_job_get_report(srv->sched, j, &t);
     zl_job_release(j);
-    if (fin == ZL_FINISH_ERROR) return sess_error(r, 500, "internal", "prefill failed: %s", t.error);
+    if (fin == ZL_FINISH_ERROR) return zl_sess_error(r, ZL_E_INTERNAL, "internal", "prefill failed: %s", t.error);
     ret = zl_reply_json(r, 200,
                         json_pack("{s:s, s:s, s:i, s:i, s:i, s:f}", "object", "session.prefill", "id", id,
                                   "cached_tokens", (int)n_ids, "reused_tokens", t.n_cached, "prefilled_tokens",
@@ -468,7 +469,7 @@ static enum MHD_Result sess_op_run(zl_req *r, json_t *b, sess_op op) {
     const char *tok = token_from(r, b);
     zl_sessions *ss = r->srv->sessions;
     zl_sess_status st;
-    if (!tok) return sess_error(r, 403, "missing_token", "this route needs the session token (X-Zerolayer-Session)");
+    if (!tok) return zl_sess_error(r, ZL_E_FORBIDDEN, "missing_token", "this route needs the session token (X-Zerolayer-Session)");
     if (zl_sess_token_check(r->srv->sess_secret, r->srv->sess_secret_len, tok, tenant, tid, sizeof tid) || strcmp(tid, id)) return bad_token(r);
     switch (op) {
     case SESS_GET: {
@@ -535,9 +536,26 @@ void zl_sessions_metrics(zl_srv *srv, zl_buf *o) {
                   "# HELP zerolayer_codec_encode_seconds_total Time spent coding idle sessions.\n"
                   "# TYPE zerolayer_codec_encode_seconds_total counter\nzerolayer_codec_encode_seconds_total %.6f\n"
                   "# HELP zerolayer_codec_decode_seconds_total Time spent rebuilding coded sessions.\n"
-                  "# TYPE zerolayer_codec_decode_seconds_total counter\nzerolayer_codec_decode_seconds_total %.6f\n",
+                  "# TYPE zerolayer_codec_decode_seconds_total counter\nzerolayer_codec_decode_seconds_total %.6f\n"
+                  "# HELP zerolayer_sessions_spilled Idle sessions spilled to --state-dir past --session-kv-mb.\n"
+                  "# TYPE zerolayer_sessions_spilled gauge\nzerolayer_sessions_spilled %d\n"
+                  "# HELP zerolayer_sessions_spilled_total Sessions spilled so far.\n"
+                  "# TYPE zerolayer_sessions_spilled_total counter\nzerolayer_sessions_spilled_total %llu\n"
+                  "# HELP zerolayer_sessions_unspilled_total Spilled sessions brought back by their next request.\n"
+                  "# TYPE zerolayer_sessions_unspilled_total counter\nzerolayer_sessions_unspilled_total %llu\n"
+                  "# HELP zerolayer_sessions_spill_failed_total Spills that failed (the session was evicted).\n"
+                  "# TYPE zerolayer_sessions_spill_failed_total counter\nzerolayer_sessions_spill_failed_total %llu\n"
+                  "# HELP zerolayer_sessions_spill_seconds_total Time spent spilling sessions.\n"
+                  "# TYPE zerolayer_sessions_spill_seconds_total counter\nzerolayer_sessions_spill_seconds_total %.6f\n"
+                  "# HELP zerolayer_sessions_unspill_seconds_total Time spent bringing spilled sessions back.\n"
+                  "# TYPE zerolayer_sessions_unspill_seconds_total counter\nzerolayer_sessions_unspill_seconds_total %.6f\n"
+                  "# HELP zerolayer_sessions_coded_ratio Bytes of the idle sessions' codes over the exact K+V bytes they stand for.\n"
+                  "# TYPE zerolayer_sessions_coded_ratio gauge\nzerolayer_sessions_coded_ratio %.6f\n",
                   (unsigned long long)st.pcache.hit_tokens, (unsigned long long)st.pcache.query_tokens, st.pcache.bytes,
                   st.pcache.entries, st.active, (unsigned long long)st.expired_total,
                   (unsigned long long)st.evicted_total, st.kv_bytes, st.coded, (unsigned long long)st.coded_total,
-                  (unsigned long long)st.decoded_total, st.encode_ms / 1e3, st.decode_ms / 1e3);
+                  (unsigned long long)st.decoded_total, st.encode_ms / 1e3, st.decode_ms / 1e3, st.spilled,
+                  (unsigned long long)st.spilled_total, (unsigned long long)st.unspilled_total,
+                  (unsigned long long)st.spill_failed_total, st.spill_ms / 1e3, st.unspill_ms / 1e3,
+                  st.encoded_exact_bytes ? (double)st.encoded_bytes / (double)st.encoded_exact_bytes : 0.0);
 }

@@ -25,6 +25,7 @@
 #include "../state/snapshot.h"
 #include "http.h"
 #include "metrics.h"
+#include "routes.h"
 
 struct zl_srv_state {
     uint8_t fingerprint[32];
@@ -96,6 +97,7 @@ int zl_state_idle_codec(const zl_srv *srv, zl_sessions_codec *out, zl_err *err) 
 
 const uint8_t *zl_state_key(const zl_srv *srv) { return srv->state && srv->state->has_key ? srv->state->key : NULL; }
 const uint8_t *zl_state_fingerprint(const zl_srv *srv) { return srv->state->fingerprint; }
+const zl_codec *zl_state_codec(const zl_srv *srv) { return srv->state ? srv->state->codec : NULL; }
 
 void zl_state_free(zl_srv *srv) {
     if (!srv->state) return;
@@ -169,11 +171,11 @@ static int passphrase_of(zl_req *r, json_t *b, const char **out) {
 
 static enum MHD_Result snap_error(zl_req *r, zl_snap_result res, const zl_err *e) {
     switch (res) {
-    case ZL_SNAP_MODEL: return zl_sess_error(r, 409, "model_mismatch", "%s", e->msg);
-    case ZL_SNAP_CODEC: return zl_sess_error(r, 409, "codec_mismatch", "%s", e->msg);
-    case ZL_SNAP_TENANT: return zl_sess_error(r, 403, "forbidden", "%s", e->msg);
+    case ZL_SNAP_MODEL: return zl_sess_error(r, ZL_E_CONFLICT, "model_mismatch", "%s", e->msg);
+    case ZL_SNAP_CODEC: return zl_sess_error(r, ZL_E_CONFLICT, "codec_mismatch", "%s", e->msg);
+    case ZL_SNAP_TENANT: return zl_sess_error(r, ZL_E_FORBIDDEN, "forbidden", "%s", e->msg);
     case ZL_SNAP_NEED_KEY: return zl_reply_error(r, ZL_E_INVALID, "passphrase", "%s", e->msg);
-    default: return zl_sess_error(r, 400, "invalid_state", "%s", e->msg);
+    default: return zl_sess_error(r, ZL_E_INVALID, "invalid_state", "%s", e->msg);
     }
 }
 
@@ -232,6 +234,18 @@ enum MHD_Result zl_api_snapshot(zl_req *r, json_t *b, const char *id, const char
     seq_drop(copy);
     free(hist);
     if (res) return snap_error(r, res, &err);
+    if (zl_ctype_is(zl_req_header(r->conn, "Accept"), "application/octet-stream")) { /* the sealed bytes themselves */
+        char tokens[16], ms[32];
+        snprintf(tokens, sizeof tokens, "%d", n);
+        snprintf(ms, sizeof ms, "%.3f", secs * 1e3);
+        const char *h[] = {"X-Zerolayer-State-Tokens", tokens, "X-Zerolayer-State-Codec", learned ? "learned" : "exact",
+                           "X-Zerolayer-State-Model", srv->model_id, "X-Zerolayer-State-Seal-Ms", ms};
+        zl_metrics_snapshot(ZL_SNAPM_EXPORTED, len, 0);
+        enum MHD_Result ret = zl_reply_bytes(r, blob, len, h, 4);
+        OPENSSL_cleanse(blob, len);
+        free(blob);
+        return ret;
+    }
     size_t b64n = 0;
     char *b64 = b64_encode(blob, len, &b64n);
     OPENSSL_cleanse(blob, len);
@@ -246,25 +260,46 @@ enum MHD_Result zl_api_snapshot(zl_req *r, json_t *b, const char *id, const char
     return zl_reply_json(r, 200, j, NULL);
 }
 
+/* The passphrase of a raw (application/octet-stream) restore: the
+ * X-Zerolayer-Passphrase header; 0 and *out (NULL when absent), or -1 after replying 400. */
+static int header_passphrase(zl_req *r, const char **out) {
+    *out = zl_req_header(r->conn, "X-Zerolayer-Passphrase");
+    if (*out && (!**out || strlen(*out) > 1024)) {
+        zl_reply_error(r, ZL_E_INVALID, "passphrase",
+                       "X-Zerolayer-Passphrase: expected a non-empty string of at most 1024 bytes");
+        return -1;
+    }
+    return 0;
+}
+
 int zl_state_restore(zl_req *r, json_t *b, const char *tenant, zl_seq **out, zl_snap_info *info) {
     *out = NULL;
     zl_srv *srv = r->srv;
     zl_srv_state *st = srv->state;
-    static const char *const allowed[] = {"state", "passphrase", NULL};
-    if (check_fields(r, b, allowed)) return -1;
     const char *pass;
-    if (passphrase_of(r, b, &pass)) return -1;
-    json_t *sj = json_object_get(b, "state");
-    if (!json_is_string(sj)) {
-        zl_reply_error(r, ZL_E_INVALID, "state", "state: expected the base64 string a snapshot returned");
-        return -1;
-    }
     size_t len = 0;
-    uint8_t *blob = b64_decode(json_string_value(sj), json_string_length(sj), &len);
-    if (!blob) {
-        zl_metrics_snapshot(ZL_SNAPM_INVALID, 0, 0);
-        zl_sess_error(r, 400, "invalid_state", "state: not valid base64");
-        return -1;
+    uint8_t *blob = NULL;
+    const uint8_t *sealed;
+    if (r->body_blob) { /* the sealed bytes themselves: no JSON string, no base64 */
+        if (header_passphrase(r, &pass)) return -1;
+        sealed = (const uint8_t *)r->body.p;
+        len = r->body.n;
+    } else {
+        static const char *const allowed[] = {"state", "passphrase", NULL};
+        if (check_fields(r, b, allowed)) return -1;
+        if (passphrase_of(r, b, &pass)) return -1;
+        json_t *sj = json_object_get(b, "state");
+        if (!json_is_string(sj)) {
+            zl_reply_error(r, ZL_E_INVALID, "state", "state: expected the base64 string a snapshot returned");
+            return -1;
+        }
+        blob = b64_decode(json_string_value(sj), json_string_length(sj), &len);
+        if (!blob) {
+            zl_metrics_snapshot(ZL_SNAPM_INVALID, 0, 0);
+            zl_sess_error(r, ZL_E_INVALID, "invalid_state", "state: not valid base64");
+            return -1;
+        }
+        sealed = blob;
     }
     zl_err err = {0};
     zl_seq *q = NULL;
@@ -276,7 +311,7 @@ int zl_state_restore(zl_req *r, json_t *b, const char *tenant, zl_seq **out, zl_
     uint8_t td[32];
     tenant_digest(tenant, td);
     zl_snap_import_opts io = {{st->has_key ? st->key : NULL, pass}, st->fingerprint, st->codec, td};
-    zl_snap_result res = zl_snap_import(q, blob, len, &io, info, &err);
+    zl_snap_result res = zl_snap_import(q, sealed, len, &io, info, &err);
     free(blob);
     if (res) {
         zl_metrics_snapshot(res == ZL_SNAP_TENANT ? ZL_SNAPM_FORBIDDEN

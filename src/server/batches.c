@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../base/clock.h"
 #include "anthropic.h"
 
 /* Batches the server holds at once, all tenants together. */

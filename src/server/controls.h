@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "../engine/sched.h"
+#include "zerolayer_sched.h"
 #include "jsonv.h"
 
 typedef struct zl_req_ctl {

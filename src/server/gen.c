@@ -294,6 +294,7 @@ void zl_gen_free(zl_gen *g) {
 
 void zl_gen_timing_get(zl_gen *g, zl_gen_timing *t) {
     memset(t, 0, sizeof *t);
+    t->state = g->state;
     for (int i = 0; i < g->n; i++) {
         zl_job_report jt;
         zl_job_get_report(g->sched, g->ch[i].job, &jt);

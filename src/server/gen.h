@@ -15,7 +15,7 @@
 #ifndef ZL_GEN_H
 #define ZL_GEN_H
 
-#include "../engine/sched.h"
+#include "zerolayer_sched.h"
 #include "jsonv.h"
 
 typedef enum {
@@ -77,6 +77,15 @@ typedef struct zl_gen_choice {
     double t_last;
 } zl_gen_choice;
 
+/* How a session request got its cached state (filled by the session layer's
+ * on_end, api_sessions.c): from: 0 memory (or no session), 1 the idle
+ * code, 2 a spill file; bytes stored vs the exact K+V bytes, and the time to
+ * store it (when it went idle) and to rebuild it (this request). */
+typedef struct zl_gen_state {
+    int from, ok, tokens;
+    double bytes, exact_bytes, store_ms, load_ms;
+} zl_gen_state;
+
 typedef struct zl_gen {
     zl_sched *sched;
     zl_llm *llm;
@@ -88,6 +97,7 @@ typedef struct zl_gen {
     double t_start;
     int metrics_done;
     int end_called;
+    zl_gen_state state;
 } zl_gen;
 
 /* Submit n jobs (prompts[i] of n_prompts[i] tokens; seeds offset by i).
@@ -115,6 +125,7 @@ typedef struct zl_gen_timing {
     unsigned long long ring_steps, ring_drafted, ring_accepted, kv_evicted;
     double kv_read_bytes;
     int kv_read_steps;
+    zl_gen_state state;
 } zl_gen_timing;
 /* Summed over the choices (prompt tokens counted once per distinct job). */
 void zl_gen_timing_get(zl_gen *g, zl_gen_timing *t);

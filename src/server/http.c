@@ -14,6 +14,7 @@
  * timeout (ZL_WAIT_MS) only bounds how long a socket goes unchecked during
  * one long step; short slices would only wake every connection thread many
  * times per step on cores the forward pass needs. */
+#include "../base/clock.h"
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -63,6 +64,13 @@ enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const cha
     return queue_reply(r, status, resp, ctype);
 }
 
+enum MHD_Result zl_reply_bytes(zl_req *r, const void *body, size_t len, const char *const *hdrs, int n) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    for (int i = 0; i < n; i++) MHD_add_response_header(resp, hdrs[2 * i], hdrs[2 * i + 1]);
+    return queue_reply(r, 200, resp, "application/octet-stream");
+}
+
 enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j, const char *server_timing) {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
@@ -92,18 +100,29 @@ const char *zl_req_header(void *conn, const char *name) {
 }
 
 json_t *zl_error_json(zl_api api, zl_ekind kind, const char *param, const char *msg, int *status_out) {
-    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500, 404, 415, 503};
-    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500, 404, 415, 503};
+    return zl_error_json_code(api, kind, param, NULL, msg, status_out);
+}
+
+json_t *zl_error_json_code(zl_api api, zl_ekind kind, const char *param, const char *code, const char *msg,
+                           int *status_out) {
+    /* one row per zl_ekind, in its order */
+    static const int st_oai[] = {400, 401, 404, 405, 413, 429, 500, 404, 415, 503, 403, 409, 410, 429};
+    static const int st_ant[] = {400, 401, 404, 405, 413, 529, 500, 404, 415, 503, 403, 409, 410, 429};
     static const char *const t_oai[] = {"invalid_request_error", "authentication_error", "invalid_request_error",
                                         "invalid_request_error", "invalid_request_error", "rate_limit_error",
-                                        "server_error", "invalid_request_error", "invalid_request_error",
-                                        "server_error"};
+                                        "server_error",          "invalid_request_error", "invalid_request_error",
+                                        "server_error",          "permission_error",      "invalid_request_error",
+                                        "invalid_request_error", "rate_limit_error"};
     static const char *const c_oai[] = {NULL, "invalid_api_key", "unknown_url", "method_not_allowed",
                                         "request_too_large", "rate_limit_exceeded", NULL, "model_not_found",
-                                        "unsupported_media_type", "service_unavailable"};
+                                        "unsupported_media_type", "service_unavailable", "forbidden", "conflict",
+                                        "gone", "rate_limit_exceeded"};
     static const char *const t_ant[] = {"invalid_request_error", "authentication_error", "not_found_error",
-                                        "invalid_request_error", "request_too_large", "overloaded_error",
-                                        "api_error", "not_found_error", "invalid_request_error", "overloaded_error"};
+                                        "invalid_request_error", "request_too_large",    "overloaded_error",
+                                        "api_error",             "not_found_error",      "invalid_request_error",
+                                        "overloaded_error",      "permission_error",     "invalid_request_error",
+                                        "invalid_request_error", "rate_limit_error"};
+    _Static_assert(sizeof st_oai / sizeof *st_oai == ZL_E_RATE_LIMIT + 1, "one row per zl_ekind");
     json_t *j;
     /* the message and the parameter may quote the request (a method, a URL, a key): bytes that are not
      * UTF-8 become U+FFFD */
@@ -111,11 +130,13 @@ json_t *zl_error_json(zl_api api, zl_ekind kind, const char *param, const char *
     if (api == ZL_API_ANTHROPIC) {
         *status_out = st_ant[kind];
         j = json_pack("{s:s, s:{s:s, s:o}}", "type", "error", "error", "type", t_ant[kind], "message", m);
+        if (code) json_object_set_new(json_object_get(j, "error"), "reason", json_string(code));
     } else {
         *status_out = st_oai[kind];
+        if (!code) code = c_oai[kind];
         j = json_pack("{s:{s:o, s:s, s:o, s:o}}", "error", "message", m, "type", t_oai[kind], "param",
                       param && *param ? zl_json_lossy_string(param, strlen(param)) : json_null(), "code",
-                      c_oai[kind] ? json_string(c_oai[kind]) : json_null());
+                      code ? json_string(code) : json_null());
     }
     return j;
 }
@@ -236,12 +257,13 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
         if (!zl_conn_alive(s->fd)) return MHD_CONTENT_READER_END_WITH_ERROR;
-        zl_sess_status st = s->sess_id[0] ? zl_sessions_check(s->sess_store, s->sess_id) : ZL_SESS_OK;
+        zl_sess_status st = s->sess_id[0] ? zl_sessions_check(s->srv->sessions, s->sess_id) : ZL_SESS_OK;
         if (st != ZL_SESS_OK) {
-            /* the generation is cancelled when the stream is freed */
-            zl_sse_event(s, "session_expired",
-                         json_pack("{s:s, s:s, s:s}", "type", "session_expired", "session", s->sess_id, "reason",
-                                   zl_sess_status_name(st)));
+            /* the generation is cancelled when the stream is freed; the error is each API's own event:
+             * Anthropic's `event: error`, OpenAI's data-only {"error": ...} */
+            int status;
+            json_t *e = zl_sess_status_json(s->api, st, s->sess_id, zl_sessions_get_opts(s->srv->sessions)->ttl_s, &status);
+            zl_sse_event(s, s->api == ZL_API_ANTHROPIC ? "error" : NULL, e);
             s->finished = 1;
             continue;
         }
@@ -264,7 +286,8 @@ enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s) {
     s->idle_s = r->srv->idle_timeout_s;
     s->diag_full = r->diag_full;
     if (r->sess_id[0]) {
-        s->sess_store = r->srv->sessions;
+        s->srv = r->srv;
+        s->api = r->api;
         snprintf(s->sess_id, sizeof s->sess_id, "%s", r->sess_id);
     }
     if (r->model_slot) { /* the stream holds the model until its last byte */

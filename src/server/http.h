@@ -53,6 +53,10 @@ typedef enum {
     ZL_E_MODEL_NOT_FOUND, /* 404: OpenAI code model_not_found, Anthropic not_found_error */
     ZL_E_MEDIA,       /* 415: a body that is not application/json */
     ZL_E_UNAVAILABLE, /* 503: transient (out of memory before any token, draining); retry later */
+    ZL_E_FORBIDDEN,   /* 403: another tenant's object, a rejected token */
+    ZL_E_CONFLICT,    /* 409: the object is in a state that refuses the call (a busy session, another model) */
+    ZL_E_GONE,        /* 410: the object existed and is gone (an expired, evicted or deleted session) */
+    ZL_E_RATE_LIMIT,  /* 429 in both APIs: a per-tenant bound */
 } zl_ekind;
 
 typedef struct zl_req {
@@ -60,6 +64,7 @@ typedef struct zl_req {
     struct MHD_Connection *conn;
     zl_buf body;
     int too_large, started;
+    int body_blob;     /* the body is raw bytes (application/octet-stream on a ZL_BODY_JSON_OR_BLOB route) */
     const char *route; /* metrics label */
     const char *url;
     int status;
@@ -78,10 +83,16 @@ typedef struct zl_req {
 /* Replies: each queues the response and returns MHD's result. */
 enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j /* stolen */, const char *server_timing);
 enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const char *body, size_t len);
+/* 200, application/octet-stream, with n extra headers (hdrs: name, value, name, value, ...). */
+enum MHD_Result zl_reply_bytes(zl_req *r, const void *body, size_t len, const char *const *hdrs, int n);
 enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The error body of kind in an API's shape, and its status. */
 json_t *zl_error_json(zl_api api, zl_ekind kind, const char *param, const char *msg, int *status);
+/* The same with a reason code of the server's (NULL: the kind's own): OpenAI's
+ * `error.code`, and `error.reason` beside Anthropic's type and message. */
+json_t *zl_error_json_code(zl_api api, zl_ekind kind, const char *param, const char *code, const char *msg,
+                           int *status);
 /* A CORS preflight: 204 with the Access-Control-Allow-* headers for r->cors_origin. */
 enum MHD_Result zl_reply_preflight(zl_req *r, const char *methods, const char *req_headers);
 /* A request header (conn: the MHD connection), as a zl_hdr_fn. */
@@ -109,8 +120,9 @@ typedef struct zl_sse {
     void (*destroy)(struct zl_sse *s);
     void *ud;
     struct MHD_Response *resp;
-    zl_sessions *sess_store; /* with sess_id: end with `session_expired` when it goes away */
+    zl_srv *srv;             /* with sess_id: end with the API's error event when the session goes away */
     char sess_id[80];
+    zl_api api;              /* the error event's shape */
     struct zl_model_slot *model_slot; /* the request's hold on its model, released when the stream is freed */
 } zl_sse;
 enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s /* owned from here */);
@@ -180,9 +192,13 @@ int zl_sessions_setup(zl_srv *srv, zl_err *err);
 void zl_sessions_metrics(zl_srv *srv, zl_buf *out);
 /* Session routes' errors, in the API's shape with `code` = reason
  * (api_sessions.c), and the reply for a store status. */
-enum MHD_Result zl_sess_error(zl_req *r, int status, const char *reason, const char *fmt, ...)
+enum MHD_Result zl_sess_error(zl_req *r, zl_ekind kind, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 enum MHD_Result zl_sess_status_reply(zl_req *r, zl_sess_status st, const char *id);
+/* A store status (not OK) as an error body in api's shape, and its HTTP status:
+ * the one mapping, for replies and for the error event that ends a stream
+ * (ttl_s: the store's, quoted when the session expired). */
+json_t *zl_sess_status_json(zl_api api, zl_sess_status st, const char *id, double ttl_s, int *status);
 /* Snapshots (api_state.c): setup with the sessions (the model fingerprint,
  * --state-key-file, --codec), free, the snapshot route's work once the
  * session token is checked (zl_api_session_snapshot), and the
@@ -201,10 +217,14 @@ int zl_state_idle_codec(const zl_srv *srv, zl_sessions_codec *out, zl_err *err);
 /* The server key (NULL: none) and the model fingerprint. */
 const uint8_t *zl_state_key(const zl_srv *srv);
 const uint8_t *zl_state_fingerprint(const zl_srv *srv);
+/* The learned codec (--codec), or NULL. */
+const struct zl_codec *zl_state_codec(const zl_srv *srv);
 /* --state-dir (state_dir.c): restore the saved sessions at start (after the
  * scheduler exists); save every live session at shutdown. */
 int zl_state_dir_load(zl_srv *srv, zl_err *err);
 void zl_state_dir_save(zl_srv *srv);
+/* The session store's spill hooks over DIR (zero without --state-dir). */
+void zl_state_dir_spill(zl_srv *srv, zl_sessions_spill *out);
 /* Per generation request: the tenant, and the session when the request
  * names one (X-Zerolayer-Session header or body field `session`). */
 typedef struct zl_sess_req zl_sess_req;

@@ -2,7 +2,7 @@
  *
  * Every check names the offending field the way the caller wrote it
  * ("messages[2].content", "stop_sequences[0]") so a 400 tells the client
- * exactly what to fix.  Also a growable byte buffer and UTF-8 helpers. */
+ * exactly what to fix.  Also UTF-8 helpers (the byte buffer is base/buf.h). */
 #ifndef ZL_JSONV_H
 #define ZL_JSONV_H
 
@@ -10,16 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct zl_buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} zl_buf;
+#include "../base/buf.h"
 
-void zl_buf_put(zl_buf *b, const char *s, size_t n);
-void zl_buf_puts(zl_buf *b, const char *s);
-void zl_buf_printf(zl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void zl_buf_free(zl_buf *b);
 
 /* Length of the longest prefix of s[0..n) that is valid UTF-8. */
 size_t zl_utf8_valid_prefix(const char *s, size_t n);

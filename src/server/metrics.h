@@ -4,7 +4,7 @@
 #ifndef ZL_METRICS_H
 #define ZL_METRICS_H
 
-#include "../engine/sched.h"
+#include "zerolayer_sched.h"
 #include "jsonv.h"
 
 void zl_metrics_request(const char *route, int status, double seconds);

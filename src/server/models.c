@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../base/clock.h"
 #include "http.h"
 #include "metrics.h"
 

@@ -79,8 +79,8 @@ static const char *user_stop(const zl_result *res, const zl_gen_choice *c) {
 
 void zl_result_choice(const zl_result *res, int i, zl_event *ev) {
     const zl_gen_choice *c = &res->g->ch[i];
-    *ev = (zl_event){i, c->text.p ? c->text.p : "", c->text.n, c->toks, c->n_toks, c->end, user_stop(res, c),
-                     NULL, 0, NULL, 0, 0};
+    *ev = (zl_event){.choice = i, .text = c->text.p ? c->text.p : "", .len = c->text.n, .toks = c->toks,
+                     .n_toks = c->n_toks, .end = c->end, .stop = user_stop(res, c)};
     if (res->split) zl_tools_event(res, i, 1, 1, ev);
 }
 
@@ -110,6 +110,15 @@ json_t *zl_timings_json(const zl_gen_timing *t) {
     }
     if (t->kv_read_steps > 0)
         json_object_set_new(j, "kv_bytes_per_token", json_real(t->kv_read_bytes / t->kv_read_steps));
+    const zl_gen_state *st = &t->state;
+    if (st->from) { /* the session's state was rebuilt for this request */
+        static const char *const from[] = {"memory", "code", "spill"};
+        json_object_set_new(j, "state",
+                            json_pack("{s:s, s:b, s:i, s:I, s:I, s:f, s:f, s:f}", "from", from[st->from > 2 ? 0 : st->from],
+                                      "rebuilt", st->ok, "tokens", st->tokens, "bytes", (json_int_t)st->bytes,
+                                      "exact_bytes", (json_int_t)st->exact_bytes, "ratio", st->exact_bytes > 0 ? st->bytes / st->exact_bytes : 0.0,
+                                      "encode_ms", st->store_ms, "decode_ms", st->load_ms));
+    }
     return j;
 }
 
@@ -379,11 +388,11 @@ static void pipe_produce(zl_sse *s, int timeout_ms) {
             ps->em->error(s, res, i);
             continue;
         }
-        zl_event ev = {i, t, len, toks, nt, ended ? c->end : ZL_GEN_RUNNING, ended ? user_stop(res, c) : NULL,
-                       NULL, 0, NULL, 0, 0};
+        zl_event ev = {.choice = i, .text = t, .len = len, .toks = toks, .n_toks = nt,
+                       .end = ended ? c->end : ZL_GEN_RUNNING, .stop = ended ? user_stop(res, c) : NULL};
         if (res->split) {
             zl_tools_event(res, i, ended, 0, &ev);
-            if (!ev.len && !ev.reasoning_len && ev.call0 == ev.call1 && !ended && !nt) continue;
+            if (!ev.len && !ev.reasoning_len && !ev.n_cd && !ended && !nt) continue;
         } else if (!len && !ended && !nt) {
             continue;
         }

@@ -93,6 +93,16 @@ zl_buf *zl_request_add_msg(zl_request *q, const char *role);
 
 /* One choice's state as an emitter sees it: in a delta, the text and tokens
  * released since the last one; in a whole result, all of them. */
+/* What an event brings of one tool call: the call's head (id and name) the
+ * first time, then the fragments of its arguments as they are written; the
+ * fragments of a call add up to its final arguments text. */
+typedef struct zl_call_delta {
+    int k;            /* the call's index in its choice */
+    int head;         /* first time out: its id and name go with this fragment */
+    const char *args; /* the arguments text new since the last event (whole in a whole result) */
+    size_t args_len;
+} zl_call_delta;
+
 typedef struct zl_event {
     int choice;
     const char *text;
@@ -104,7 +114,8 @@ typedef struct zl_event {
     const char *reasoning;  /* thinking text released with this event (outsplit.h) */
     size_t reasoning_len;
     const zl_tc_parser *calls; /* the choice's tool calls, or NULL when the request has no tools */
-    int call0, call1;       /* calls [call0, call1) are new in this event (all of them in a whole result) */
+    const zl_call_delta *cd;   /* what is new of the calls in this event (every call, whole, in a whole result) */
+    int n_cd;
 } zl_event;
 
 typedef struct zl_result {

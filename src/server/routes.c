@@ -36,7 +36,7 @@ static const zl_route k_routes[] = {
     {"/v1/messages/batches/{id}", ZL_M_GET, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_get},
     {"/v1/messages/batches/{id}/results", ZL_M_GET, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_results},
     {"/v1/messages/batches/{id}/cancel", ZL_M_POST, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_cancel},
-    {"/v1/sessions", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_create},
+    {"/v1/sessions", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_JSON_OR_BLOB, 0, zl_api_session_create},
     {"/v1/sessions/{id}", ZL_M_GET, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_session_get},
     {"/v1/sessions/{id}", ZL_M_DELETE, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_session_delete},
     {"/v1/sessions/{id}/flush", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_flush},
@@ -95,15 +95,17 @@ int zl_auth_ok(const zl_server_opts *o, const char *key, const char *auth) {
     return ok;
 }
 
-int zl_ctype_is_json(const char *ct) {
+int zl_ctype_is(const char *ct, const char *want) {
     if (!ct) return 0;
     while (*ct == ' ' || *ct == '\t') ct++;
-    size_t l = strlen("application/json");
-    if (strncasecmp(ct, "application/json", l)) return 0;
+    size_t l = strlen(want);
+    if (strncasecmp(ct, want, l)) return 0;
     ct += l;
     while (*ct == ' ' || *ct == '\t') ct++;
     return !*ct || *ct == ';';
 }
+
+int zl_ctype_is_json(const char *ct) { return zl_ctype_is(ct, "application/json"); }
 
 const char *zl_cors_origin(const zl_server_opts *o, const char *origin) {
     if (!origin || !*origin) return NULL;
@@ -171,8 +173,11 @@ void zl_route_decide(const zl_server_opts *o, const zl_route_req *q, zl_route_ve
         return;
     }
     const char *ct = q->hdr(q->hdr_ud, "Content-Type");
-    if (v->route->body != ZL_BODY_NONE && q->body_len && !zl_ctype_is_json(ct))
-        verdict_fail(v, ZL_E_MEDIA, "Content-Type: expected application/json, got '%.64s'", ct ? ct : "(none)");
+    int blob = v->route->body == ZL_BODY_JSON_OR_BLOB && zl_ctype_is(ct, "application/octet-stream");
+    if (v->route->body != ZL_BODY_NONE && q->body_len && !zl_ctype_is_json(ct) && !blob)
+        verdict_fail(v, ZL_E_MEDIA, "Content-Type: expected application/json%s, got '%.64s'",
+                     v->route->body == ZL_BODY_JSON_OR_BLOB ? " (or application/octet-stream: a sealed state)" : "",
+                     ct ? ct : "(none)");
 }
 
 /* ---------------- dispatch ---------------- */
@@ -200,7 +205,10 @@ enum MHD_Result zl_dispatch(zl_req *r, const char *method) {
         return zl_reply_error(r, v.err, NULL, "%s", v.msg);
     }
     json_t *body = NULL;
-    if (v.route->body == ZL_BODY_JSON || (v.route->body == ZL_BODY_OPTIONAL && r->body.n)) {
+    r->body_blob = v.route->body == ZL_BODY_JSON_OR_BLOB && r->body.n &&
+                   zl_ctype_is(zl_req_header(r->conn, "Content-Type"), "application/octet-stream");
+    if (v.route->body == ZL_BODY_JSON ||
+        ((v.route->body == ZL_BODY_OPTIONAL || v.route->body == ZL_BODY_JSON_OR_BLOB) && r->body.n && !r->body_blob)) {
         zl_verr ve = {{0}, {0}};
         if (!(body = zl_json_parse_body(r->body.p, r->body.n, &ve)))
             return zl_reply_error(r, ZL_E_INVALID, ve.param, "%s", ve.msg);

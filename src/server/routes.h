@@ -15,6 +15,8 @@ typedef enum {
     ZL_BODY_NONE = 0, /* none read */
     ZL_BODY_JSON,     /* a JSON object, required */
     ZL_BODY_OPTIONAL, /* a JSON object when not empty */
+    ZL_BODY_JSON_OR_BLOB, /* as OPTIONAL, or raw bytes under Content-Type: application/octet-stream (the
+                             handler gets NULL and r->body_blob set: a sealed snapshot without base64) */
 } zl_route_body;
 
 #define ZL_API_BY_HEADER (-1) /* Anthropic when the request has anthropic-version, else OpenAI */
@@ -63,6 +65,8 @@ void zl_route_decide(const zl_server_opts *o, const zl_route_req *q, zl_route_ve
 int zl_auth_ok(const zl_server_opts *o, const char *x_api_key, const char *authorization);
 /* application/json, with or without parameters (charset=utf-8). */
 int zl_ctype_is_json(const char *ctype);
+/* ctype is `want` (a media type), with or without parameters. */
+int zl_ctype_is(const char *ctype, const char *want);
 /* The Access-Control-Allow-Origin for a request's Origin under --cors: "*",
  * the origin itself, or NULL (not allowed, or no --cors). */
 const char *zl_cors_origin(const zl_server_opts *o, const char *origin);

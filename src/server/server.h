@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "../engine/sched.h"
+#include "zerolayer_sched.h"
 
 typedef struct zl_server_opts {
     const char *host; /* default 127.0.0.1 */

@@ -33,7 +33,7 @@ typedef struct zl_tool {
 
 typedef struct zl_tc_call {
     char *name;
-    char *args; /* compact JSON object text */
+    char *args; /* JSON object text without white space outside strings (a call being written: so far) */
 } zl_tc_call;
 
 zl_tc_format zl_tc_detect(const char *jinja_src);
@@ -73,15 +73,24 @@ char *zl_tc_grammar(zl_tc_format f, const zl_tool *tools, int n, const char *onl
 
 /* Incremental parser of the model's output.  zl_tc_feed appends the text
  * that is plain content (safe to stream: a possible opener is held back) to
- * *content and completed calls to the parser's list; zl_tc_finish flushes
- * (an unclosed call whose JSON is complete still counts).  A call whose JSON
- * does not parse stays content. */
+ * *content, and keeps the list of calls: the completed ones, then the ones
+ * being written.  A call is in the list as soon as its name is complete and
+ * its arguments object has begun; its args then grow with every feed, each
+ * value extending the last (the model's own text with the white space
+ * outside strings dropped), so a stream can send them as fragments whose
+ * concatenation is the final arguments.  zl_tc_finish flushes (an unclosed
+ * call whose JSON is complete still counts).  Text that never became such a
+ * call (no name, no arguments object, JSON that does not parse) stays
+ * content; a listed call stays a call even when the output ends inside it
+ * (its arguments as far as they were written). */
 typedef struct zl_tc_parser zl_tc_parser;
 zl_tc_parser *zl_tc_parser_new(zl_tc_format f);
 void zl_tc_parser_free(zl_tc_parser *p);
 /* content: grows with malloc'd text; *content may be NULL at first. */
 int zl_tc_feed(zl_tc_parser *p, const char *text, size_t n, char **content, size_t *content_len);
 int zl_tc_finish(zl_tc_parser *p, char **content, size_t *content_len);
+/* Calls listed so far (completed and being written), and call i (valid
+ * until the next feed). */
 int zl_tc_n_calls(const zl_tc_parser *p);
 const zl_tc_call *zl_tc_get(const zl_tc_parser *p, int i);
 

@@ -15,10 +15,34 @@ typedef struct zl_choice_split {
     char *reason, *content;   /* everything so far */
     size_t rlen, clen;
     size_t rsent, csent;      /* handed out in events */
-    int calls_sent;
+    size_t *args_sent;        /* per call: bytes of its arguments handed out */
+    int n_heads, cap_calls;   /* calls whose head was handed out; room in args_sent and cd */
+    zl_call_delta *cd;        /* the last event's call deltas */
     int done;
-    int blocks[2];
+    int blocks[3];
 } zl_choice_split;
+
+int zl_tools_each(json_t *b, zl_request *q, int (*one)(json_t *t, const char *path, zl_request *q, zl_verr *e),
+                  zl_verr *e) {
+    json_t *tools = json_object_get(b, "tools");
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools)) return zl_verr_set(e, "tools", "tools: expected an array");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        char f[48];
+        snprintf(f, sizeof f, "tools[%zu]", i);
+        if (!json_is_object(t)) return zl_verr_set(e, f, "%s: expected an object", f);
+        if (one(t, f, q, e) < 0) return -1;
+    }
+    return 0;
+}
+
+int zl_tools_check_choice(const zl_request *q, zl_verr *e) {
+    if (q->tool_choice != ZL_TOOLS_AUTO && q->tool_choice != ZL_TOOLS_NONE && !q->n_tools)
+        return zl_verr_set(e, "tool_choice", "tool_choice: requires tools");
+    return 0;
+}
 
 static int grammar_ok(const char *text, const char *param, zl_verr *e) {
     zl_grammar *g = NULL;
@@ -200,6 +224,8 @@ void zl_tools_split_free(zl_result *res) {
         zl_outsplit_free(&res->split[i].o);
         free(res->split[i].reason);
         free(res->split[i].content);
+        free(res->split[i].args_sent);
+        free(res->split[i].cd);
     }
     free(res->split);
     res->split = NULL;
@@ -217,24 +243,46 @@ void zl_tools_event(const zl_result *res, int i, int ended, int whole, zl_event 
     }
     int n_calls = sp->o.tc ? zl_tc_n_calls(sp->o.tc) : 0;
     ev->calls = sp->o.tc;
+    ev->cd = NULL;
+    ev->n_cd = 0;
+    if (n_calls > sp->cap_calls) {
+        size_t *as = realloc(sp->args_sent, (size_t)n_calls * sizeof *as);
+        if (as) sp->args_sent = as;
+        zl_call_delta *cd = realloc(sp->cd, (size_t)n_calls * sizeof *cd);
+        if (cd) sp->cd = cd;
+        if (!as || !cd) n_calls = sp->cap_calls; /* out of memory: the calls beyond wait for the next event */
+        else sp->cap_calls = n_calls;
+    }
     if (whole) {
         ev->text = sp->content ? sp->content : "";
         ev->len = sp->clen;
         ev->reasoning = sp->reason ? sp->reason : "";
         ev->reasoning_len = sp->rlen;
-        ev->call0 = 0;
-        ev->call1 = n_calls;
+        for (int k = 0; k < n_calls; k++) {
+            const char *a = zl_tc_get(sp->o.tc, k)->args;
+            sp->cd[ev->n_cd++] = (zl_call_delta){k, 1, a, strlen(a)};
+        }
+        ev->cd = sp->cd;
         return;
     }
     ev->text = sp->content ? sp->content + sp->csent : "";
     ev->len = sp->clen - sp->csent;
     ev->reasoning = sp->reason ? sp->reason + sp->rsent : "";
     ev->reasoning_len = sp->rlen - sp->rsent;
-    ev->call0 = sp->calls_sent;
-    ev->call1 = n_calls;
+    /* per call: its head once, then what its arguments grew by (they only ever grow) */
+    for (int k = 0; k < n_calls; k++) {
+        int head = k >= sp->n_heads;
+        if (head) sp->args_sent[k] = 0;
+        const char *a = zl_tc_get(sp->o.tc, k)->args;
+        size_t len = strlen(a), from = sp->args_sent[k] < len ? sp->args_sent[k] : len;
+        if (!head && from == len) continue;
+        sp->cd[ev->n_cd++] = (zl_call_delta){k, head, a + from, len - from};
+        sp->args_sent[k] = len;
+    }
+    if (n_calls > sp->n_heads) sp->n_heads = n_calls;
+    ev->cd = sp->cd;
     sp->csent = sp->clen;
     sp->rsent = sp->rlen;
-    sp->calls_sent = n_calls;
 }
 
 int *zl_tools_blocks(const zl_result *res, int i) { return res->split ? res->split[i].blocks : NULL; }

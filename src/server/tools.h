@@ -23,6 +23,13 @@
 void zl_request_tools_free(zl_request *q);
 
 /* ---- parsing helpers shared by the adapters (-1 with e set on failure) ---- */
+/* The body's "tools" (absent or null: none): an array of objects, each
+ * handed to the adapter's one(t, "tools[i]", q, e), which reads its wire
+ * shape and calls zl_tools_add. */
+int zl_tools_each(json_t *b, zl_request *q, int (*one)(json_t *t, const char *path, zl_request *q, zl_verr *e),
+                  zl_verr *e);
+/* A tool_choice that asks for a call needs tools. */
+int zl_tools_check_choice(const zl_request *q, zl_verr *e);
 /* Add a tool (name [A-Za-z0-9_-]{1,64}; schema NULL or an object, borrowed). */
 int zl_tools_add(zl_request *q, const char *name, const char *desc, json_t *schema, const char *path, zl_verr *e);
 /* q->grammar from a JSON Schema (param names the field in messages), from
@@ -62,7 +69,8 @@ void zl_tools_split_free(zl_result *res);
  * (whole = 1). */
 void zl_tools_event(const zl_result *res, int i, int ended, int whole, zl_event *ev);
 /* A stream's open content block of choice i (Anthropic's blocks): [0] the
- * next block index, [1] the open block's kind (0: none). */
+ * next block index, [1] the open block's kind (0: none), [2] the call of an
+ * open tool_use block. */
 int *zl_tools_blocks(const zl_result *res, int i);
 /* Whether choice i made tool calls (the adapters' tool_calls / tool_use finish). */
 int zl_tools_called(const zl_event *ev);

@@ -20,6 +20,7 @@
  * integers, then one fma chain per sum): kernels_avx2.c's one-token kernels
  * compute the same, bit for bit. */
 #include "kernels_isa.h"
+#include "kernels_ktile.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -46,7 +47,7 @@ ZL_INLINE __m256i bcast32(const void *p) {
     return _mm256_set1_epi32(v);
 }
 
-ZL_INLINE int32_t pair16(int a, int b) { return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)b << 16); }
+#define pair16 zl_ktile_pair16
 
 static size_t a45_size(int64_t n) { return (size_t)(n / ZL_QK_K) * A45_SB; }
 static size_t a6_size(int64_t n) { return (size_t)(n / ZL_QK_K) * A6_SB; }
@@ -109,24 +110,15 @@ ZL_INLINE void a45_pack(const void *w, size_t rb, int nrows, int64_t n, void *ds
                 d[r] = d[TR + r] = 0.0f;
                 continue;
             }
-            const uint8_t *row = (const uint8_t *)w + (size_t)r * rb;
-            const uint8_t *scales;
-            zl_f16 dh, dminh;
-            if (hb) {
-                const zl_block_q5_k *a = (const zl_block_q5_k *)row + b;
-                scales = a->scales, qs[r] = a->qs, qh[r] = a->qh, dh = a->d, dminh = a->dmin;
-            } else {
-                const zl_block_q4_k *a = (const zl_block_q4_k *)row + b;
-                scales = a->scales, qs[r] = a->qs, qh[r] = NULL, dh = a->d, dminh = a->dmin;
-            }
+            zl_ktile_k45 h;
+            zl_ktile_k45_row(w, rb, r, b, hb, &h);
+            qs[r] = h.qs, qh[r] = h.qh;
             for (int j = 0; j < 8; j++) {
-                int s, m;
-                zl_kscale(j, scales, &s, &m);
-                sc[TR * j + r] = pair16(s, s);
-                mn[TR * j + r] = pair16(m, m);
+                sc[TR * j + r] = pair16(h.s[j], h.s[j]);
+                mn[TR * j + r] = pair16(h.m[j], h.m[j]);
             }
-            d[r] = _cvtsh_ss(dh);
-            d[TR + r] = _cvtsh_ss(dminh);
+            d[r] = h.d;
+            d[TR + r] = h.dmin;
         }
         for (int k = 0; k < 8; k++) {
             __m256i v[TR];
@@ -148,12 +140,7 @@ static void a6_pack(const void *w, size_t rb, int nrows, int64_t n, void *dst) {
         const zl_block_q6_k *a[TR];
         int32_t *sc = (int32_t *)(sb + A6_SC), *scp = (int32_t *)(sb + A6_SCP);
         float *d = (float *)(sb + A6_D);
-        for (int r = 0; r < TR; r++) {
-            a[r] = r < nrows ? (const zl_block_q6_k *)((const uint8_t *)w + (size_t)r * rb) + b : NULL;
-            for (int g = 0; g < 16; g++) sc[TR * g + r] = a[r] ? pair16(a[r]->scales[g], a[r]->scales[g]) : 0;
-            for (int i = 0; i < 8; i++) scp[TR * i + r] = a[r] ? pair16(a[r]->scales[2 * i], a[r]->scales[2 * i + 1]) : 0;
-            d[r] = a[r] ? _cvtsh_ss(a[r]->d) : 0.0f;
-        }
+        for (int r = 0; r < TR; r++) a[r] = zl_ktile_q6_row(w, rb, nrows, r, b, sc, scp, TR, 1, &d[r]);
         memset(d + TR, 0, 32);
         for (int k = 0; k < 8; k++) {
             __m256i v[TR];

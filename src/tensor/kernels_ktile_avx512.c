@@ -31,6 +31,7 @@
  * Bounds: |sum(q x)| over a sub-block <= 32*31*127 (Q6_K 16*63*127), scaled
  * and summed over a super-block < 2^31. */
 #include "kernels_isa.h"
+#include "kernels_ktile.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -132,22 +133,13 @@ ZL_INLINE void k45_pack(const void *w, size_t rb, int nrows, int64_t n, void *ds
                 d[r] = d[TR + r] = 0.0f;
                 continue;
             }
-            const uint8_t *row = (const uint8_t *)w + (size_t)r * rb;
-            const uint8_t *scales;
-            zl_f16 dh, dminh;
-            if (hb) {
-                const zl_block_q5_k *a = (const zl_block_q5_k *)row + b;
-                scales = a->scales, qs[r] = a->qs, qh[r] = a->qh, dh = a->d, dminh = a->dmin;
-            } else {
-                const zl_block_q4_k *a = (const zl_block_q4_k *)row + b;
-                scales = a->scales, qs[r] = a->qs, qh[r] = NULL, dh = a->d, dminh = a->dmin;
-            }
-            int s[8], m[8];
-            for (int j = 0; j < 8; j++) zl_kscale(j, scales, &s[j], &m[j]);
-            for (int j = 0; j < 8; j++) sc[TR * j + r] = s[j];
-            for (int i = 0; i < 4; i++) mn[TR * i + r] = m[2 * i] | m[2 * i + 1] << 16;
-            d[r] = _cvtsh_ss(dh);
-            d[TR + r] = _cvtsh_ss(dminh);
+            zl_ktile_k45 h;
+            zl_ktile_k45_row(w, rb, r, b, hb, &h);
+            qs[r] = h.qs, qh[r] = h.qh;
+            for (int j = 0; j < 8; j++) sc[TR * j + r] = h.s[j];
+            for (int i = 0; i < 4; i++) mn[TR * i + r] = h.m[2 * i] | h.m[2 * i + 1] << 16;
+            d[r] = h.d;
+            d[TR + r] = h.dmin;
         }
         for (int c = 0; c < 4; c++) {
             __m512i v[TR];
@@ -170,15 +162,7 @@ static void q6k_pack(const void *w, size_t rb, int nrows, int64_t n, void *dst) 
         const zl_block_q6_k *a[TR];
         int32_t *sc = (int32_t *)(sb + K6_SC), *scp = (int32_t *)(sb + K6_SCP);
         float *d = (float *)(sb + K6_D);
-        for (int r = 0; r < TR; r++) {
-            a[r] = r < nrows ? (const zl_block_q6_k *)((const uint8_t *)w + (size_t)r * rb) + b : NULL;
-            for (int g = 0; g < 16; g++) sc[TR * g + r] = a[r] ? a[r]->scales[g] : 0;
-            for (int i = 0; i < 8; i++)
-                scp[TR * i + r] = a[r] ? (int32_t)((uint32_t)(uint16_t)a[r]->scales[2 * i] |
-                                                   (uint32_t)(uint16_t)a[r]->scales[2 * i + 1] << 16)
-                                       : 0;
-            d[r] = a[r] ? _cvtsh_ss(a[r]->d) : 0.0f;
-        }
+        for (int r = 0; r < TR; r++) a[r] = zl_ktile_q6_row(w, rb, nrows, r, b, sc, scp, TR, 0, &d[r]);
         for (int c = 0; c < 4; c++) {
             __m512i v[TR];
             for (int r = 0; r < TR; r++) v[r] = a[r] ? k6_codes(a[r], c) : _mm512_setzero_si512();

@@ -260,21 +260,47 @@ try {
     assert.equal(p.status, 410);
     const a = await msg(T.url, [{ role: 'user', content: 'hi' }], {}, H);
     assert.equal(a.status, 410);
+    assert.equal(a.json.type, 'error'); // Anthropic's shape: {type: error, error: {type, message}}
+    assert.equal(a.json.error.type, 'invalid_request_error');
     assert.equal(a.json.error.reason, 'expired');
+    assert.equal(r.json.error.type, 'invalid_request_error'); // OpenAI's: {error: {message, type, param, code}}
     assert.ok((await metric(T.url, 'zerolayer_sessions_expired_total')) >= 1);
     const u = await post(T.url, `/v1/sessions/zs_${'0'.repeat(24)}/prefill`, { text: 'x' }, H);
     assert.equal(u.status, 403); // the token names another session
   });
 
-  await check('expiry: an open stream ends with event session_expired', async () => {
+  // a long stream on a fresh session (ttl 1 s): its body once the session expired under it
+  const expiringStream = async (path) => {
     const s = await newSession(T.url);
-    const r = await fetch(T.url + '/v1/messages', {
+    const r = await fetch(T.url + path, {
       method: 'POST', headers: { 'content-type': 'application/json', 'X-Zerolayer-Session': s.token },
       body: JSON.stringify({ model: 'm', max_tokens: 400, stream: true, temperature: 0, messages: [{ role: 'user', content: 'Tell me a long story.' }] }),
     });
-    const body = await r.text();
-    assert.match(body, /event: session_expired\ndata: \{[^\n]*"reason":"expired"/);
+    return r.text();
+  };
+
+  await check('expiry: an open stream ends with the API\'s own error event (Anthropic event: error, OpenAI data: {error})', async () => {
+    const body = await expiringStream('/v1/messages');
+    const ev = body.match(/event: error\ndata: (\{[^\n]*\})/);
+    assert.ok(ev, body.slice(-400));
+    const e = JSON.parse(ev[1]);
+    assert.equal(e.type, 'error');
+    assert.equal(e.error.type, 'invalid_request_error');
+    assert.equal(e.error.reason, 'expired');
+    assert.match(e.error.message, /expired/);
     assert.doesNotMatch(body, /message_stop/);
+  });
+
+  await check('expiry: an open OpenAI stream ends with data: {error} (code expired), no [DONE]', async () => {
+    const body = await expiringStream('/v1/chat/completions');
+    const ev = body.match(/^data: (\{"error"[^\n]*\})/m);
+    assert.ok(ev, body.slice(-400));
+    const e = JSON.parse(ev[1]).error;
+    assert.equal(e.type, 'invalid_request_error');
+    assert.equal(e.code, 'expired');
+    assert.match(e.message, /expired/);
+    assert.doesNotMatch(body, /event: /);
+    assert.doesNotMatch(body, /\[DONE\]/);
   });
 
   await check('typing-ahead input is discarded after --prefill-idle', async () => {

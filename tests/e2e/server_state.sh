@@ -73,6 +73,8 @@ def session(url, user, state=None, passphrase=None):
 def complete(url, prompt, token=None, user='alice', n=16):
     st, j = req(url, '/v1/completions', {'prompt': prompt, 'max_tokens': n, 'temperature': 0, 'user': user}, token)
     assert st == 200, (st, j)
+    global last_timings
+    last_timings = j['timings']
     return j['choices'][0]['text'], j['timings']['cached_tokens']
 
 def snapshot(url, s, user='alice', **kw):
@@ -111,6 +113,42 @@ refa, _ = complete(A, p1 + t1 + p3)
 check(ta == refa, 'A\'s own next turn is A\'s context only')
 st, ib = req(A, '/v1/sessions/' + b['id'], None, b['token'], 'GET', 'alice')
 check(st == 200 and ib['cached_tokens'] == snap_b['tokens'], 'B\'s session is untouched by A\'s turn')
+
+# ---- the sealed bytes without base64 (Accept / Content-Type: application/octet-stream)
+def raw(url, path, data=None, token=None, user='alice', accept=False, ctype='application/octet-stream', extra=None):
+    h = {'content-type': ctype, 'X-Zerolayer-User': user}
+    if accept: h['Accept'] = 'application/octet-stream'
+    if token: h['X-Zerolayer-Session'] = token
+    h.update(extra or {})
+    r = urllib.request.Request(url + path, data, h, method='POST')
+    try:
+        with urllib.request.urlopen(r, timeout=120) as f:
+            body = f.read()
+            return f.status, f.headers, body if f.headers['content-type'] == 'application/octet-stream' else json.loads(body)
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, json.load(e)
+st, hd, blob = raw(A, '/v1/sessions/%s/snapshot' % b['id'], json.dumps({'codec': 'exact'}).encode(), b['token'],
+                   accept=True, ctype='application/json')
+check(st == 200 and isinstance(blob, bytes) and len(blob) == snap_b['bytes'] and hd['X-Zerolayer-State-Tokens'] ==
+      str(snap_b['tokens']) and hd['X-Zerolayer-State-Codec'] == 'exact', 'a binary snapshot: %d bytes, headers %s' %
+      (len(blob) if isinstance(blob, bytes) else -1, {k: v for k, v in hd.items() if k.startswith('X-Zerolayer-State')}))
+st, _, c2 = raw(A, '/v1/sessions', blob)
+check(st == 200 and c2['tokens'] == snap_b['tokens'] and c2['codec'] == 'exact', 'restored from the raw bytes')
+t3b, cached = complete(A, p1 + t1 + p2 + t2 + p3, c2['token'])
+check(t3b == ref3 and cached >= snap_b['tokens'] - 1, 'and continues exactly as re-prefilling (cached %d)' % cached)
+bad = bytearray(blob); bad[len(bad) // 2] ^= 1
+st, _, j = raw(A, '/v1/sessions', bytes(bad))
+check(st == 400 and code(j)[0] == 'invalid_state', 'an altered raw blob: 400 invalid_state')
+st, _, j = raw(A, '/v1/sessions', blob, user='bob')
+check(st == 403 and code(j)[0] == 'forbidden', 'another tenant\'s raw blob: 403')
+st, _, pblob = raw(A, '/v1/sessions/%s/snapshot' % b['id'], json.dumps({'codec': 'exact', 'passphrase': 'pp'}).encode(),
+                   b['token'], accept=True, ctype='application/json')
+st, _, j = raw(A, '/v1/sessions', pblob, user='bob', extra={'X-Zerolayer-Passphrase': 'pp'})
+check(st == 200 and j['tokens'] == snap_b['tokens'], 'a passphrase in X-Zerolayer-Passphrase opens a raw blob for bob')
+st, _, j = raw(A, '/v1/sessions', pblob, user='bob', extra={'X-Zerolayer-Passphrase': 'nope'})
+check(st == 400 and code(j)[0] == 'invalid_state', 'a wrong header passphrase: 400 invalid_state')
+st, _, j = raw(A, '/v1/completions', b'xx')
+check(st == 415, 'octet-stream is for restoring a session only: 415 elsewhere (%s)' % j)
 
 # ---- learned codec
 st, sl = snapshot(A, a)
@@ -204,6 +242,15 @@ td2, cached = complete(D, p1 + td1 + p2, d['token'])
 md = metrics(D)
 check(cached >= n - 1 and md.get('zerolayer_sessions_decoded_total') == 1 and md.get('zerolayer_sessions_coded') == 0,
       'its next request rebuilds it and reuses the cache (%d cached): %r' % (cached, td2))
+ts = last_timings.get('state', {})
+check(ts.get('from') == 'code' and ts.get('rebuilt') is True and ts.get('tokens') == n and ts.get('bytes') == info['kv_bytes']
+      and ts.get('exact_bytes') == 640 * n and abs(ts.get('ratio', 0) - info['kv_bytes'] / (640 * n)) < 1e-9
+      and ts.get('encode_ms', 0) > 0 and ts.get('decode_ms', 0) > 0,
+      'its timings say how: %s' % ts)
+check('state' not in complete(D, p1 + td1 + p2 + td2, d['token']) and 'state' not in last_timings,
+      'a turn from memory has no state figures')
+check(abs(metrics(D).get('zerolayer_sessions_coded_ratio', 0) - info['kv_bytes'] / (640 * n)) < 1e-6,
+      '/metrics: the coded ratio')
 
 # ---- metrics
 with urllib.request.urlopen(A + '/metrics') as f:

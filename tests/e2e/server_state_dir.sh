@@ -12,7 +12,9 @@
 #     the server still starts;
 #   - --state-dir without --state-key-file is a one-line error;
 #   - a full disk (a 64 KiB tmpfs, when this user may mount one) is a clear
-#     error line and leaves no file behind.
+#     error line and leaves no file behind;
+#   - past --session-kv-mb the LRU idle session is spilled to DIR, not
+#     evicted, and its next turn brings it back with the re-prefill text.
 # usage: server_state_dir.sh BIN ROOT
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -39,8 +41,15 @@ def req(path, body=None, token=None, method='POST'):
 def complete(prompt, token=None):
     st, j = req('/v1/completions', {'prompt': prompt, 'max_tokens': 16, 'temperature': 0}, token)
     assert st == 200, (st, j)
+    global last_timings
+    last_timings = j['timings']
     return j['choices'][0]['text'], j['timings']['cached_tokens']
 P1, P2 = 'Once upon a time', ' One day, she went to the park'
+P = (P1 + ' there was a little girl named Lily. She loved to play outside in the sun with her friends.') * 11
+def metric(name):
+    import re
+    m = re.search(r'^%s (\S+)$' % name, urllib.request.urlopen(URL + '/metrics').read().decode(), re.M)
+    return float(m.group(1))
 PY
 
 start || exit 1
@@ -122,5 +131,68 @@ PY
 else
   echo "SKIP full disk: cannot mount a tmpfs here"
 fi
+# over --session-kv-mb with --state-dir: the LRU idle session is spilled to a file (not evicted) and its next
+# turn brings it back: the same greedy text as re-prefilling, its tokens reused, the file gone
+D="$T/spill"
+start --session-kv-mb 1 || exit 1
+py <<'PY'
+import sys, time, os; exec(open(sys.argv[2] + '/lib.py').read())
+ss, texts = [], []
+for i in range(5):  # ~400 tokens of 640 bytes each: the fourth goes over 1 MB
+    st, s = req('/v1/sessions', {}); ss.append(s)
+    texts.append(complete(P, s['token'])[0])
+for _ in range(100):
+    if metric('zerolayer_sessions_spilled') >= 1: break
+    time.sleep(0.1)
+files = sorted(f for f in os.listdir(T + '/spill') if f.endswith('.zls'))
+a = ss[0]
+ok = metric('zerolayer_sessions_spilled') >= 1 and metric('zerolayer_sessions_evicted_total') == 0 and a['id'] + '.zls' in files
+print(('ok   ' if ok else 'FAIL ') + 'over the budget the LRU session is spilled, none evicted: %s' % files)
+st, info = req('/v1/sessions/' + a['id'], None, a['token'], 'GET')
+ok2 = st == 200 and info['cached_tokens'] > 0
+print(('ok   ' if ok2 else 'FAIL ') + 'the spilled session is still there (%d, %s)' % (st, info))
+t2, cached = complete(P + texts[0] + P2, a['token'])
+ts = last_timings.get('state', {})
+ref, _ = complete(P + texts[0] + P2)
+ok3 = t2 == ref and cached >= info['cached_tokens'] - 1 and metric('zerolayer_sessions_unspilled_total') >= 1
+ok3 = ok3 and ts.get('from') == 'spill' and ts.get('rebuilt') is True and ts.get('tokens') == info['cached_tokens'] \
+    and ts.get('bytes', 0) > ts.get('exact_bytes', 0) > 0 and ts.get('decode_ms', 0) > 0
+print(('ok   ' if ok3 else 'FAIL ') + 'its next turn brings it back: re-prefill greedy text, %d tokens reused: %r; timings %s' % (cached, t2, ts))
+ok4 = not os.path.exists(T + '/spill/' + a['id'] + '.zls') or metric('zerolayer_sessions_spilled') >= 1
+print(('ok   ' if ok4 else 'FAIL ') + 'its file is removed once it is back (unless spilled again)')
+sys.exit(0 if ok and ok2 and ok3 and ok4 else 1)
+PY
+check $? "spill past --session-kv-mb and back"
+stop
+# the same with --codec: spilled files are learned codes (some sessions are held coded first, --compress-idle)
+TEXT=/usr/share/common-licenses/GPL-3
+[ -f "$TEXT" ] || TEXT="$ROOT/README.md"
+"$BIN" codec train -m "$MODEL" -f "$TEXT" --tokens 400 --ratio 1/2 -o "$T/c.zlc" >/dev/null || { echo "FAIL: codec train"; exit 1; }
+D="$T/spill2"
+start --session-kv-mb 1 --codec "$T/c.zlc" --compress-idle 0.3 || exit 1
+py <<'PY'
+import sys, time, os; exec(open(sys.argv[2] + '/lib.py').read())
+ss, texts = [], []
+for i in range(10):  # coded at 1/2 a session still holds ~130 KB: ten go over 1 MB
+    st, s = req('/v1/sessions', {}); ss.append(s)
+    texts.append(complete(P, s['token'])[0])
+for _ in range(100):
+    if metric('zerolayer_sessions_spilled') >= 1: break
+    time.sleep(0.1)
+spilled = [s for s in ss if os.path.exists(T + '/spill2/' + s['id'] + '.zls')]
+ok = len(spilled) >= 1 and metric('zerolayer_sessions_evicted_total') == 0 and metric('zerolayer_sessions_spill_failed_total') == 0
+print(('ok   ' if ok else 'FAIL ') + '%d sessions spilled (learned codes), %d coded in memory, none evicted' %
+      (len(spilled), metric('zerolayer_sessions_coded_total')))
+a = spilled[0] if spilled else ss[0]
+i = ss.index(a)
+t2, cached = complete(P + texts[i] + P2, a['token'])
+ref, _ = complete(P + texts[i] + P2)
+ok2 = cached >= 390 and metric('zerolayer_sessions_unspilled_total') >= 1
+print(('ok   ' if ok2 else 'FAIL ') + 'a spilled learned session is brought back, %d tokens reused (re-prefill text %s)' %
+      (cached, 'equal' if t2 == ref else 'differs: %r vs %r' % (t2, ref)))
+sys.exit(0 if ok and ok2 else 1)
+PY
+check $? "spill with --codec and back"
+stop
 echo "fails: $fails"
 [ $fails = 0 ]

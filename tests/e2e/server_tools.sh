@@ -8,7 +8,9 @@
 #     of the allowed texts and the turn ends (finish stop);
 #   - a forced call (tool_choice required / named, parallel off) always comes
 #     back as tool_calls with arguments inside the schema, on both APIs,
-#     streamed and not; the tool_result / role tool round trip is a 200;
+#     streamed (the arguments in fragments as they are written, adding up to
+#     the non-streamed arguments) and not; the tool_result / role tool round
+#     trip is a 200;
 #   - bad input is a 400 naming the field: unsupported schema keyword, grammar
 #     syntax (line and column), unknown tool name, tool_choice without tools,
 #     unknown block types, server tools, a bad thinking type.
@@ -73,9 +75,16 @@ for seed, choice in ((1, 'required'), (2, {'type': 'function', 'function': {'nam
 st, ev = chat({'tools': tools, 'tool_choice': 'required', 'parallel_tool_calls': False, 'stream': True}, 4, stream=True)
 tcs = [tc for c in ev if c.get('choices') for tc in c['choices'][0]['delta'].get('tool_calls', [])]
 fin = [c['choices'][0]['finish_reason'] for c in ev if c.get('choices') and c['choices'][0]['finish_reason']]
-check(st == 200 and len(tcs) == 1 and tcs[0]['index'] == 0 and tcs[0]['id'].startswith('call_') and
-      json.loads(tcs[0]['function']['arguments'])['city'] in ('Paris', 'Rome') and fin == ['tool_calls'],
-      f'forced call streamed: {tcs} {fin}')
+streamed = ''.join(tc['function'].get('arguments', '') for tc in tcs)
+# the arguments arrive as they are written: the head (id, type, name) once, then fragments of arguments only
+check(st == 200 and len(tcs) > 1 and all(tc['index'] == 0 for tc in tcs) and tcs[0]['id'].startswith('call_') and
+      tcs[0]['type'] == 'function' and tcs[0]['function']['name'] == 'get_weather' and
+      all(set(tc) == {'index', 'function'} and set(tc['function']) == {'arguments'} for tc in tcs[1:]) and
+      json.loads(streamed)['city'] in ('Paris', 'Rome') and fin == ['tool_calls'],
+      f'forced call streamed in fragments: {tcs} {fin}')
+st, j = chat({'tools': tools, 'tool_choice': 'required', 'parallel_tool_calls': False}, 4)
+whole = j['choices'][0]['message']['tool_calls'][0]['function']['arguments'] if st == 200 else None
+check(whole == streamed, f'streamed fragments add up to the whole arguments: {streamed!r} vs {whole!r}')
 if calls:
     st, j = chat({'tools': tools, 'messages': [{'role': 'user', 'content': 'Hi'},
                                                {'role': 'assistant', 'content': None, 'tool_calls': calls},
@@ -93,10 +102,12 @@ check(st == 200 and j['stop_reason'] == 'tool_use' and len(uses) == 1 and uses[0
       f'anthropic forced tool_use: {j.get("content")}')
 st, ev = msg({'stream': True, 'tools': ant_tools, 'tool_choice': {'type': 'any', 'disable_parallel_tool_use': True}}, stream=True)
 starts = [e['content_block']['type'] for e in ev if e.get('type') == 'content_block_start']
-parts = ''.join(e['delta'].get('partial_json', '') for e in ev if e.get('type') == 'content_block_delta')
+deltas = [e['delta'] for e in ev if e.get('type') == 'content_block_delta']
+parts = ''.join(d.get('partial_json', '') for d in deltas)
 stops = [e['delta']['stop_reason'] for e in ev if e.get('type') == 'message_delta']
-check(st == 200 and starts == ['tool_use'] and json.loads(parts)['city'] in ('Paris', 'Rome') and stops == ['tool_use'],
-      f'anthropic streamed tool_use: {starts} {parts!r} {stops}')
+check(st == 200 and starts == ['tool_use'] and len(deltas) > 1 and all(d['type'] == 'input_json_delta' for d in deltas) and
+      json.loads(parts)['city'] in ('Paris', 'Rome') and stops == ['tool_use'],
+      f'anthropic streamed tool_use in input_json_delta fragments: {starts} {deltas!r} {stops}')
 if uses:
     st, j = msg({'tools': ant_tools, 'system': [{'type': 'text', 'text': 'S', 'cache_control': {'type': 'ephemeral'}}],
                  'metadata': {'user_id': 'u'},

@@ -13,7 +13,7 @@ import json
 import sys
 import threading
 
-from loadlib import Server, Stream, stream_body
+from loadlib import Server, Stream, stream_body, verdict
 
 BIN, ROOT = sys.argv[1], sys.argv[2]
 N = 16
@@ -90,12 +90,7 @@ def main():
             failures.append("slots or KV not back: %r" % m)
     finally:
         rc = srv.stop()
-    if rc != 0:
-        failures.append("server exit status %r" % rc)
-    for f in failures:
-        print("FAIL " + f)
-    print("FAILED %d" % len(failures) if failures else "all passed")
-    return 1 if failures else 0
+    return verdict(failures, rc)
 
 
 sys.exit(main())

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from loadlib import Server, Stream, stream_body
+from loadlib import Server, Stream, stream_body, verdict
 
 BIN, ROOT = sys.argv[1], sys.argv[2]
 IDLE = 4
@@ -84,12 +84,7 @@ def main():
             failures.append("the stalled stream was not cancelled")
     finally:
         rc = srv.stop()
-    if rc != 0:
-        failures.append("server exit status %r" % rc)
-    for f in failures:
-        print("FAIL " + f)
-    print("FAILED %d" % len(failures) if failures else "all passed")
-    return 1 if failures else 0
+    return verdict(failures, rc)
 
 
 sys.exit(main())

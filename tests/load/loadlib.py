@@ -110,6 +110,17 @@ class Server:
             return None
 
 
+def verdict(failures, rc):
+    """The end of a load test: the server's exit status rc (0 expected) joins
+    the failures, each is printed, and the result is the test's exit code."""
+    if rc != 0:
+        failures.append("server exit status %r" % rc)
+    for f in failures:
+        print("FAIL " + f)
+    print("FAILED %d" % len(failures) if failures else "all passed")
+    return 1 if failures else 0
+
+
 def stream_body(prompt, max_tokens, **extra):
     """A streamed request both APIs accept as it is."""
     b = {"model": "x", "stream": True, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]}

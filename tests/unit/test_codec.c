@@ -5,7 +5,8 @@
  * every ratio's byte budget; decoding matches an independent double-precision
  * transcription of the scheme; distortion falls as the ratio grows; the .zlc
  * file round-trips, is bound to its model's fingerprint, and every malformed
- * variant is refused with a message naming what is wrong. */
+ * variant is refused with a message naming what is wrong; additive fusion
+ * merges the rows older than its window and keeps the rest. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 #include "codec/codec.h"
 #include "codec/fingerprint.h"
+#include "codec/fusion.h"
 #include "state/coded.h"
 #include "zerolayer.h"
 
@@ -370,4 +372,87 @@ Test(codec, a_packed_state_rebuilds_the_sequence) {
     zl_seq_free(a);
     zl_seq_free(b);
     zl_codec_free(c);
+}
+
+/* state_fusion_mode additive (codec/fusion.c): rows older than the window are
+ * merged `merge` to one, weights decaying towards the older; the sinks and the
+ * window are kept as they were (moved to their new slots); the shortened
+ * sequence goes on evaluating; coding and snapshots refuse it. */
+Test(codec, additive_fusion_merges_the_old_rows_and_keeps_the_window) {
+    zl_kv_shape sh = zl_llm_kv_shape(g_llm);
+    int n = 100, d = sh.n_kv_heads * sh.head_dim;
+    zl_seq *a = fed(n), *ref = fed(n);
+    zl_fusion f = zl_fusion_defaults(ZL_FUSION_ADDITIVE);
+    cr_assert_eq(f.merge, 4);
+    cr_assert_eq(f.window, 3);
+    cr_assert_float_eq(f.decay, 0.7f, 1e-6);
+    int groups = (n - ZL_CODEC_SINKS - 3 * 4) / 4, rows = 0;
+    zl_err err = {0};
+    cr_assert_eq(zl_fusion_apply(&f, a, NULL, &rows, &err), 0, "%s", err.msg);
+    int kept = n - groups * 4 + groups;
+    cr_assert_eq(rows, groups);
+    cr_assert_eq(zl_seq_n_cached(a), kept);
+    cr_assert_eq(zl_seq_n_past(a), n, "the tokens stay");
+    cr_assert_eq(f.merged, groups);
+    float w[4], sum = 0;
+    for (int i = 0; i < 4; i++) sum += w[i] = powf(0.7f, (float)(3 - i));
+    float *ra = malloc(sizeof(float) * d * n), *rb = malloc(sizeof(float) * d * n);
+    for (int l = 0; l < sh.n_layers; l++)
+        for (int p = 0; p < 2; p++) {
+            zl_state_part part = p ? ZL_STATE_V : ZL_STATE_K_PRE_ROPE;
+            cr_assert_eq(zl_seq_kv_read(ref, l, part, 0, n, ra, NULL), 0);
+            cr_assert_eq(zl_seq_kv_read(a, l, part, 0, kept, rb, NULL), 0);
+            for (int j = 0; j < d; j++) {
+                for (int s = 0; s < ZL_CODEC_SINKS; s++)
+                    cr_assert_float_eq(rb[s * d + j], ra[s * d + j], 1e-3, "sink %d", s);
+                for (int g = 0; g < groups; g++) { /* a merged row: the weighted mean of its chunk */
+                    float m = 0;
+                    for (int i = 0; i < 4; i++) m += w[i] / sum * ra[(ZL_CODEC_SINKS + 4 * g + i) * d + j];
+                    cr_assert_float_eq(rb[(ZL_CODEC_SINKS + g) * d + j], m, 2e-2 + 2e-3 * fabsf(m),
+                                       "layer %d part %d group %d", l, p, g);
+                }
+                for (int t = ZL_CODEC_SINKS + 4 * groups; t < n; t++) /* the window, moved down */
+                    cr_assert_float_eq(rb[(t - 3 * groups) * d + j], ra[t * d + j], 2e-2 + 2e-3 * fabsf(ra[t * d + j]),
+                                       "layer %d part %d position %d", l, p, t);
+            }
+        }
+    /* nothing more to merge until a whole chunk leaves the window; then it goes on */
+    cr_assert_eq(zl_fusion_apply(&f, a, NULL, &rows, &err), 0);
+    cr_assert_eq(rows, 0);
+    int32_t more[8];
+    memcpy(more, g_ids + n, sizeof more);
+    cr_assert_eq(zl_seq_eval(a, more, 8, 8, NULL, &err), 0, "%s", err.msg);
+    cr_assert_not_null(zl_seq_logits(a));
+    cr_assert_eq(zl_seq_n_cached(a), kept + 8);
+    cr_assert_eq(zl_fusion_apply(&f, a, NULL, &rows, &err), 0);
+    cr_assert_eq(rows, 2);
+    /* a shortened sequence is not positions = slots: coding refuses it */
+    zl_codec *c = fit(0.25);
+    uint8_t *buf = NULL;
+    size_t len;
+    cr_assert_neq(zl_coded_pack(c, a, &buf, &len, NULL, &err), 0);
+    /* bad settings are named */
+    zl_fusion bad = zl_fusion_defaults(ZL_FUSION_ADDITIVE);
+    bad.merge = 1;
+    cr_assert_neq(zl_fusion_apply(&bad, a, NULL, NULL, &err), 0);
+    cr_assert(strstr(err.msg, "merge"), "%s", err.msg);
+    bad = zl_fusion_defaults(ZL_FUSION_ADDITIVE);
+    bad.decay = 0;
+    cr_assert_neq(zl_fusion_apply(&bad, a, NULL, NULL, &err), 0);
+    cr_assert(strstr(err.msg, "decay"), "%s", err.msg);
+    cr_assert_neq(zl_seq_kv_shorten(a, zl_seq_n_cached(a) + 1, &err), 0);
+    zl_fusion_mode m;
+    cr_assert_eq(zl_fusion_from_name("additive", &m), 0);
+    cr_assert_eq(m, ZL_FUSION_ADDITIVE);
+    cr_assert_eq(zl_fusion_from_name("cross_attention", &m), 0);
+    cr_assert_eq(m, ZL_FUSION_CROSS_ATTENTION);
+    cr_assert_eq(zl_fusion_from_name("sum", &m), -1);
+    /* cross_attention changes nothing */
+    zl_fusion ca = zl_fusion_defaults(ZL_FUSION_CROSS_ATTENTION);
+    cr_assert_eq(zl_fusion_apply(&ca, ref, c, &rows, &err), 0);
+    cr_assert_eq(zl_seq_n_cached(ref), n);
+    free(ra); free(rb);
+    zl_codec_free(c);
+    zl_seq_free(a);
+    zl_seq_free(ref);
 }

@@ -244,6 +244,42 @@ Test(auth, error_shapes_of_both_apis) {
     }
 }
 
+/* Every session status in both APIs' own shapes: OpenAI {error: {message,
+ * type, param, code = reason}}, Anthropic {type: error, error: {type,
+ * message, reason}}; the same HTTP status in both. */
+Test(auth, session_status_errors_in_both_shapes) {
+    struct { zl_sess_status st; int status; const char *reason, *oai_type, *ant_type, *says; } c[] = {
+        {ZL_SESS_UNKNOWN, 404, "not_found", "invalid_request_error", "not_found_error", "does not exist"},
+        {ZL_SESS_TENANT, 403, "forbidden", "permission_error", "permission_error", "another tenant"},
+        {ZL_SESS_EXPIRED, 410, "expired", "invalid_request_error", "invalid_request_error", "expired after 90 s"},
+        {ZL_SESS_EVICTED, 410, "evicted", "invalid_request_error", "invalid_request_error", "evicted"},
+        {ZL_SESS_DELETED, 410, "deleted", "invalid_request_error", "invalid_request_error", "deleted"},
+        {ZL_SESS_BUSY, 409, "busy", "invalid_request_error", "invalid_request_error", "one request at a time"},
+        {ZL_SESS_LIMIT, 429, "limit", "rate_limit_error", "rate_limit_error", "most sessions"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        int st = 0;
+        json_t *j = zl_sess_status_json(ZL_API_OPENAI, c[i].st, "zs_1", 90, &st);
+        cr_expect_eq(st, c[i].status, "openai %s", c[i].reason);
+        json_t *e = json_object_get(j, "error");
+        cr_expect_eq(json_object_size(j), 1);
+        cr_expect_str_eq(json_string_value(json_object_get(e, "type")), c[i].oai_type);
+        cr_expect_str_eq(json_string_value(json_object_get(e, "code")), c[i].reason);
+        cr_expect(json_is_null(json_object_get(e, "param")));
+        cr_expect_not_null(strstr(json_string_value(json_object_get(e, "message")), c[i].says), "%s", c[i].reason);
+        json_decref(j);
+        j = zl_sess_status_json(ZL_API_ANTHROPIC, c[i].st, "zs_1", 90, &st);
+        cr_expect_eq(st, c[i].status, "anthropic %s", c[i].reason);
+        cr_expect_str_eq(json_string_value(json_object_get(j, "type")), "error");
+        e = json_object_get(j, "error");
+        cr_expect_str_eq(json_string_value(json_object_get(e, "type")), c[i].ant_type);
+        cr_expect_str_eq(json_string_value(json_object_get(e, "reason")), c[i].reason);
+        cr_expect_null(json_object_get(e, "code"));
+        cr_expect_not_null(strstr(json_string_value(json_object_get(e, "message")), c[i].says), "%s", c[i].reason);
+        json_decref(j);
+    }
+}
+
 /* ---------------- body policy and CORS ---------------- */
 
 Test(body, only_json_bodies_on_routes_that_read_one) {

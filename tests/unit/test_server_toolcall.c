@@ -54,12 +54,35 @@ static parsed run(zl_tc_format f, const char *text, size_t chunk, size_t split) 
     zl_tc_parser *p = zl_tc_parser_new(f);
     size_t n = strlen(text);
     if (chunk) {
-        for (size_t i = 0; i < n; i += chunk) zl_tc_feed(p, text + i, i + chunk > n ? n - i : chunk, &r.content, &r.clen);
+        /* byte by byte, the calls listed while being written: a name never changes, arguments only grow */
+        char seen_name[4][32] = {{0}}, seen_args[4][128] = {{0}};
+        int seen = 0;
+        for (size_t i = 0; i < n; i += chunk) {
+            zl_tc_feed(p, text + i, i + chunk > n ? n - i : chunk, &r.content, &r.clen);
+            int k = zl_tc_n_calls(p);
+            cr_assert_geq(k, seen, "a listed call went away at byte %zu of '%s'", i, text);
+            for (int c = 0; c < k && c < 4; c++) {
+                const zl_tc_call *tc = zl_tc_get(p, c);
+                if (c < seen) {
+                    cr_assert_str_eq(tc->name, seen_name[c], "byte %zu", i);
+                    cr_assert_eq(strncmp(tc->args, seen_args[c], strlen(seen_args[c])), 0,
+                                 "byte %zu: args '%s' do not extend '%s'", i, tc->args, seen_args[c]);
+                }
+                snprintf(seen_name[c], sizeof seen_name[c], "%s", tc->name);
+                snprintf(seen_args[c], sizeof seen_args[c], "%s", tc->args);
+            }
+            seen = k;
+        }
+        zl_tc_finish(p, &r.content, &r.clen);
+        cr_assert_geq(zl_tc_n_calls(p), seen);
+        for (int c = 0; c < seen && c < 4; c++)
+            cr_assert_eq(strncmp(zl_tc_get(p, c)->args, seen_args[c], strlen(seen_args[c])), 0,
+                         "final args '%s' do not extend the streamed '%s'", zl_tc_get(p, c)->args, seen_args[c]);
     } else {
         zl_tc_feed(p, text, split, &r.content, &r.clen);
         zl_tc_feed(p, text + split, n - split, &r.content, &r.clen);
+        zl_tc_finish(p, &r.content, &r.clen);
     }
-    zl_tc_finish(p, &r.content, &r.clen);
     r.n = zl_tc_n_calls(p);
     for (int i = 0; i < r.n && i < 4; i++) {
         snprintf(r.names[i], sizeof r.names[i], "%s", zl_tc_get(p, i)->name);
@@ -101,6 +124,43 @@ Test(toolcall, hermes_stream) {
     check_all_splits(ZL_TC_GENERIC,
                      "<tool_call>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</tool_call>", "",
                      1, names, args);
+}
+
+/* A call is listed from the moment its name is complete and its arguments
+ * object has begun, its arguments growing with every byte; the output may end
+ * inside it (max_tokens) and it stays a call, arguments as far as written. */
+Test(toolcall, calls_listed_while_written) {
+    const char *text = "Ok <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa ris\", \"n\": [1, 2]}}";
+    zl_tc_parser *p = zl_tc_parser_new(ZL_TC_HERMES);
+    char *content = NULL;
+    size_t clen = 0, n = strlen(text);
+    const char *at_args = strstr(text, "{\"city");
+    for (size_t i = 0; i < n; i++) {
+        zl_tc_feed(p, text + i, 1, &content, &clen);
+        int listed = text + i >= at_args;
+        cr_assert_eq(zl_tc_n_calls(p), listed, "byte %zu", i);
+        if (listed) cr_assert_str_eq(zl_tc_get(p, 0)->name, "get_weather");
+        if (text + i == at_args + 11) cr_assert_str_eq(zl_tc_get(p, 0)->args, "{\"city\":\"Pa");
+    }
+    cr_assert_str_eq(zl_tc_get(p, 0)->args, "{\"city\":\"Pa ris\",\"n\":[1,2]}");
+    zl_tc_finish(p, &content, &clen);
+    cr_assert_eq(zl_tc_n_calls(p), 1);
+    cr_assert_str_eq(zl_tc_get(p, 0)->args, "{\"city\":\"Pa ris\",\"n\":[1,2]}");
+    cr_assert_str_eq(content, "Ok ");
+    zl_tc_parser_free(p);
+    /* cut inside the arguments: the listed call stays, as far as it was written */
+    const char *names[] = {"get_weather"};
+    const char *cut[] = {"{\"city\":\"Pa"};
+    check_all_splits(ZL_TC_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa", "", 1,
+                     names, cut);
+    /* a name alone is not a call yet; cut there it stays text */
+    check_all_splits(ZL_TC_HERMES, "<tool_call>\n{\"name\": \"get_weather\"", "<tool_call>\n{\"name\": \"get_weather\"", 0,
+                     NULL, NULL);
+    /* arguments written as a JSON string are not streamed: the call appears whole */
+    const char *sargs[] = {"{\"tz\":\"UTC\"}"};
+    const char *snames[] = {"t"};
+    check_all_splits(ZL_TC_HERMES, "<tool_call>{\"name\": \"t\", \"arguments\": \"{\\\"tz\\\": \\\"UTC\\\"}\"}</tool_call>", "", 1,
+                     snames, sargs);
 }
 
 Test(toolcall, mistral_and_llama3) {

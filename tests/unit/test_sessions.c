@@ -14,6 +14,7 @@
 #include "engine/engine_internal.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/session.h"
+#include "server/lease.h"
 #include "kv/kv.h"
 #include "zerolayer.h"
 
@@ -45,7 +46,7 @@ static int run_job(zl_sessions *ss, const char *tenant, const char *sid, int pre
     zl_sampling smp = zl_sampling_defaults();
     smp.temp = 0;
     zl_job *j = zl_job_new(p, n, &smp, max_tokens, -1);
-    if (ss) cr_assert_eq(zl_sessions_hook_job(ss, j, tenant, sid, prefill), 0);
+    if (ss) cr_assert_eq(zl_job_lease(j, ss, tenant, sid, prefill), 0);
     cr_assert_eq(zl_sched_submit(g_sched, j), 0);
     zl_job_tok buf[256];
     int got = 0;
@@ -82,6 +83,17 @@ static void wait_spare(zl_sessions *ss) {
         usleep(10000);
     }
     cr_assert_fail("no spare sequence was made in 20 s");
+}
+
+/* K+V bytes of one cached token of the model. */
+static size_t kv_token_bytes(void) {
+    zl_seq_opts so = {.n_ctx = 8};
+    zl_seq *probe;
+    cr_assert_eq(zl_seq_new(&probe, g_llm, &so, NULL), 0);
+    zl_kv_stats ks;
+    zl_seq_kv_stats(probe, &ks);
+    zl_seq_free(probe);
+    return (size_t)ks.bytes_per_token;
 }
 
 static int all_zero(const uint8_t *p, size_t n) {
@@ -329,7 +341,7 @@ static zl_job *submit(zl_sessions *ss, const char *tenant, const char *sid, cons
     zl_sampling smp = zl_sampling_defaults();
     smp.temp = 0;
     zl_job *j = zl_job_new(p, n, &smp, max_tokens, -1);
-    cr_assert_eq(zl_sessions_hook_job(ss, j, tenant, sid, 0), 0);
+    cr_assert_eq(zl_job_lease(j, ss, tenant, sid, 0), 0);
     cr_assert_eq(zl_sched_submit(g_sched, j), 0);
     return j;
 }
@@ -491,13 +503,7 @@ Test(sessions, statuses_expiry_eviction_prefill_idle, .init = setup, .fini = tea
     /* KV budget: room for about one sequence of ~40 tokens */
     int32_t *p, out[8];
     int n = tokenize("Once upon a time there was a little girl named Lily. She loved the big blue sky.", &p);
-    zl_seq_opts so = {.n_ctx = 8};
-    zl_seq *probe;
-    cr_assert_eq(zl_seq_new(&probe, g_llm, &so, NULL), 0);
-    zl_kv_stats ks;
-    zl_seq_kv_stats(probe, &ks);
-    zl_seq_free(probe);
-    ss = store(60, (size_t)ks.bytes_per_token * (size_t)(n + 10), 0);
+    ss = store(60, kv_token_bytes() * (size_t)(n + 10), 0);
     cr_assert_eq(zl_sessions_create(ss, "x", "t", 0, NULL), ZL_SESS_OK);
     cr_assert_eq(zl_sessions_create(ss, "y", "t2", 0, NULL), ZL_SESS_OK);
     const char *ids[] = {"x", "y"}, *ten[] = {"t", "t2"};
@@ -525,4 +531,105 @@ Test(sessions, statuses_expiry_eviction_prefill_idle, .init = setup, .fini = tea
     cr_expect_eq(in.n_tokens, in.committed);
     free(p);
     zl_sessions_free(ss);
+}
+
+/* Spill hooks that keep a copy of each spilled sequence in memory (the
+ * server's are files under --state-dir, tests/e2e/server_state_dir.sh). */
+typedef struct {
+    char id[80];
+    zl_seq *seq;
+    int puts, gets, drops, fail;
+} fake_spill;
+
+static int spill_put(void *ud, const char *id, const char *tenant, double created, double last, const zl_seq *seq,
+                     const uint8_t *code, size_t bytes, const char *hist, size_t *stored) {
+    fake_spill *f = ud;
+    (void)tenant, (void)created, (void)last, (void)code, (void)bytes, (void)hist;
+    *stored = 1234;
+    cr_assert_not_null(seq); /* no codec in this store: never coded */
+    f->puts++;
+    if (f->fail) return -1;
+    zl_seq_opts so = {.n_ctx = zl_seq_n_ctx(seq), .sampling = zl_sampling_defaults()};
+    cr_assert_null(f->seq);
+    cr_assert_eq(zl_seq_new(&f->seq, g_llm, &so, NULL), 0);
+    cr_assert_eq(zl_seq_copy_prefix(f->seq, seq, zl_seq_n_past(seq), NULL), 0);
+    snprintf(f->id, sizeof f->id, "%s", id);
+    return 0;
+}
+static int spill_get(void *ud, const char *id, const char *tenant, zl_seq *dst) {
+    fake_spill *f = ud;
+    (void)tenant;
+    f->gets++;
+    if (!f->seq || strcmp(f->id, id)) return -1;
+    return zl_seq_copy_prefix(dst, f->seq, zl_seq_n_past(f->seq), NULL);
+}
+static void spill_drop(void *ud, const char *id) {
+    fake_spill *f = ud;
+    f->drops++;
+    if (f->seq && !strcmp(f->id, id)) {
+        zl_seq_free(f->seq);
+        f->seq = NULL;
+    }
+}
+
+Test(sessions, over_budget_spills_and_continues_exactly, .init = setup, .fini = teardown) {
+    int32_t *p, out[16], ref[16], more[16];
+    int n = tokenize("Once upon a time there was a little girl named Lily. She loved the big blue sky.", &p);
+    for (int fail = 0; fail < 2; fail++) {
+        fake_spill f = {.fail = fail};
+        zl_sessions_opts o = {.ttl_s = 60, .prefill_idle_s = 0.2, .max_per_tenant = 2,
+                              .kv_budget = kv_token_bytes() * (size_t)(n + 10), .spare_idle_ms = 5,
+                              .spill = {spill_put, spill_get, spill_drop, &f}};
+        zl_sessions *ss;
+        cr_assert_eq(zl_sessions_new(&ss, &o, NULL), 0);
+        cr_assert_eq(zl_sessions_create(ss, "x", "t", 0, NULL), ZL_SESS_OK);
+        cr_assert_eq(zl_sessions_create(ss, "y", "t2", 0, NULL), ZL_SESS_OK);
+        const char *ids[] = {"x", "y"}, *ten[] = {"t", "t2"};
+        int got = 0;
+        for (int i = 0; i < 2; i++) {
+            cr_assert_eq(zl_sessions_begin(ss, ids[i], ten[i]), ZL_SESS_OK);
+            got = run_job(ss, ten[i], ids[i], 0, p, n, 4, out, NULL);
+            zl_sessions_end(ss, ids[i], NULL, 0);
+        }
+        zl_sessions_sweep(ss);
+        zl_sessions_stats st;
+        zl_sessions_stats_get(ss, &st);
+        cr_expect_eq(f.puts, 1, "one spill (fail %d): %d", fail, f.puts);
+        if (fail) {
+            cr_expect_eq(st.spill_failed_total, 1);
+            cr_expect_eq(zl_sessions_begin(ss, "x", "t"), ZL_SESS_EVICTED, "a failed spill evicts");
+            zl_sessions_free(ss);
+            continue;
+        }
+        cr_expect_eq(st.spilled, 1);
+        cr_expect_eq(st.spilled_total, 1);
+        cr_expect_eq(st.evicted_total, 0);
+        cr_expect_leq(st.kv_bytes, o.kv_budget, "the RAM held is back within the budget");
+        cr_assert_null(zl_sessions_peek_seq(ss, "x"), "x holds nothing in memory");
+        zl_session_info in;
+        cr_assert_eq(zl_sessions_info(ss, "x", "t", &in), ZL_SESS_OK);
+        cr_expect_eq(in.n_tokens, n + got - 1, "the spilled session still reports its tokens");
+        cr_expect_eq(in.kv_bytes, 0);
+        /* the next turn brings it back and continues as the stateless run does */
+        int32_t *q = malloc((size_t)(n + got) * sizeof *q);
+        memcpy(q, p, (size_t)n * sizeof *q);
+        memcpy(q + n, out, (size_t)got * sizeof *q);
+        int cached = 0;
+        cr_assert_eq(zl_sessions_begin(ss, "x", "t"), ZL_SESS_OK);
+        int g2 = run_job(ss, "t", "x", 0, q, n + got, 8, more, &cached);
+        zl_sessions_end(ss, "x", NULL, 0);
+        int g3 = run_job(NULL, NULL, NULL, 0, q, n + got, 8, ref, NULL);
+        cr_expect_eq(g2, g3);
+        cr_expect_arr_eq(more, ref, (size_t)g2 * sizeof *ref, "same greedy tokens after the spill");
+        cr_expect_geq(cached, n + got - 2, "its tokens were reused, not prefilled (%d)", cached);
+        cr_expect_eq(f.gets, 1);
+        cr_expect_geq(f.drops, 1, "the stored copy is dropped once it is back");
+        cr_expect(!f.seq || strcmp(f.id, "x"), "x's copy is gone (y's may be there: the sweeper spills y next)");
+        zl_sessions_stats_get(ss, &st);
+        cr_expect_eq(st.unspilled_total, 1);
+        free(q);
+        zl_sessions_free(ss);
+        if (f.seq) zl_seq_free(f.seq);
+    }
+    free(p);
 }

@@ -57,6 +57,8 @@ void zl_prep_kernel_q4l_avx512(zl_prep_kernel *out);
 void zl_prep_kernel_q8l_avx512(zl_prep_kernel *out);
 /* Q4_0 with one block per int32 lane on AVX2 (kernels_q4l_avx2.c). */
 void zl_prep_kernel_q4l_avx2(zl_prep_kernel *out);
+/* Q8_0 with one block per int32 lane on AVX2 (kernels_q8l_avx2.c). */
+void zl_prep_kernel_q8l_avx2(zl_prep_kernel *out);
 
 /* Prepared Q8_K activation of the AVX-512 Q4_K / Q5_K kernels (layout notes
  * in kernels_avx512.c): sub-block k of qs holds Q8_K sub-block

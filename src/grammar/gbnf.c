@@ -13,6 +13,7 @@
 #define GBNF_MAX_DEPTH 64
 #define GBNF_MAX_REPEAT 10000
 #define GBNF_MAX_RULES 100000
+#define GBNF_MAX_ELEMENTS (1 << 22) /* items of all alternatives together (repetition multiplies them) */
 
 typedef struct pseq {
     gelem *it;
@@ -34,6 +35,9 @@ typedef struct gp {
     int nr, capr;
     gset *sets;
     int nsets, capsets;
+    int32_t *rule_ht, *set_ht; /* open addressing: rule ids by name, set ids by bits (-1 empty) */
+    int rule_ht_cap, set_ht_cap;
+    long n_el;
     int anon;
     zl_err *err;
     int failed;
@@ -69,6 +73,7 @@ static int oom(gp *P) {
 }
 
 static int seq_push(gp *P, pseq *q, int32_t kind, int32_t arg) {
+    if (++P->n_el > GBNF_MAX_ELEMENTS) return failat(P, P->i, "grammar too large (over 4194304 items once repetition is expanded)");
     if (q->n == q->cap) {
         int nc = q->cap ? q->cap * 2 : 8;
         gelem *t = realloc(q->it, (size_t)nc * sizeof *t);
@@ -82,9 +87,38 @@ static int seq_push(gp *P, pseq *q, int32_t kind, int32_t arg) {
     return 0;
 }
 
+static uint32_t hash_bytes(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t k = 0; k < n; k++) h = (h ^ b[k]) * 16777619u;
+    return h;
+}
+
+/* Grow an id table to twice its size (ids re-hashed by key(ud, id)). */
+static int ht_grow(gp *P, int32_t **ht, int *cap, int n, uint32_t (*key)(const gp *, int)) {
+    int nc = *cap ? *cap * 2 : 256;
+    int32_t *t = malloc((size_t)nc * sizeof *t);
+    if (!t) return oom(P);
+    for (int k = 0; k < nc; k++) t[k] = -1;
+    for (int id = 0; id < n; id++) {
+        uint32_t h = key(P, id) & (uint32_t)(nc - 1);
+        while (t[h] >= 0) h = (h + 1) & (uint32_t)(nc - 1);
+        t[h] = id;
+    }
+    free(*ht);
+    *ht = t;
+    *cap = nc;
+    return 0;
+}
+
+static uint32_t set_key(const gp *P, int id) { return hash_bytes(&P->sets[id], sizeof P->sets[id]); }
+static uint32_t rule_key(const gp *P, int id) { return hash_bytes(P->r[id].name, strlen(P->r[id].name)); }
+
 static int set_intern(gp *P, const gset *s) {
-    for (int k = 0; k < P->nsets; k++)
-        if (!memcmp(&P->sets[k], s, sizeof *s)) return k;
+    if ((P->nsets + 1) * 2 > P->set_ht_cap && ht_grow(P, &P->set_ht, &P->set_ht_cap, P->nsets, set_key)) return -1;
+    uint32_t m = (uint32_t)(P->set_ht_cap - 1), h = hash_bytes(s, sizeof *s) & m;
+    for (; P->set_ht[h] >= 0; h = (h + 1) & m)
+        if (!memcmp(&P->sets[P->set_ht[h]], s, sizeof *s)) return P->set_ht[h];
     if (P->nsets == P->capsets) {
         int nc = P->capsets ? P->capsets * 2 : 64;
         gset *t = realloc(P->sets, (size_t)nc * sizeof *t);
@@ -93,11 +127,13 @@ static int set_intern(gp *P, const gset *s) {
         P->capsets = nc;
     }
     P->sets[P->nsets] = *s;
+    P->set_ht[h] = P->nsets;
     return P->nsets++;
 }
 
 static int rule_add(gp *P, const char *name, size_t len) {
     if (P->nr >= GBNF_MAX_RULES) return failat(P, P->i, "too many rules");
+    if ((P->nr + 1) * 2 > P->rule_ht_cap && ht_grow(P, &P->rule_ht, &P->rule_ht_cap, P->nr, rule_key)) return -1;
     if (P->nr == P->capr) {
         int nc = P->capr ? P->capr * 2 : 32;
         prule *t = realloc(P->r, (size_t)nc * sizeof *t);
@@ -112,12 +148,19 @@ static int rule_add(gp *P, const char *name, size_t len) {
     memcpy(r->name, name, len);
     r->name[len] = 0;
     r->first_ref = P->i;
+    uint32_t m = (uint32_t)(P->rule_ht_cap - 1), h = hash_bytes(name, len) & m;
+    while (P->rule_ht[h] >= 0) h = (h + 1) & m;
+    P->rule_ht[h] = P->nr;
     return P->nr++;
 }
 
 static int rule_find(gp *P, const char *name, size_t len) {
-    for (int k = 0; k < P->nr; k++)
-        if (strlen(P->r[k].name) == len && !memcmp(P->r[k].name, name, len)) return k;
+    if (!P->rule_ht_cap) return -1;
+    uint32_t m = (uint32_t)(P->rule_ht_cap - 1), h = hash_bytes(name, len) & m;
+    for (; P->rule_ht[h] >= 0; h = (h + 1) & m) {
+        const char *nm = P->r[P->rule_ht[h]].name;
+        if (strlen(nm) == len && !memcmp(nm, name, len)) return P->rule_ht[h];
+    }
     return -1;
 }
 
@@ -626,32 +669,89 @@ static int parse_rules(gp *P) {
 
 /* ---- checks ---- */
 
+/* Which rules can match the empty string (nullable) and which can finish
+ * at all (prod), by a worklist: each alternative counts the rule references
+ * it still waits on (one per occurrence; an alternative holding a byte set
+ * is never nullable) and a rule is done by its first alternative that waits
+ * on nothing.  Linear in the grammar's size. */
+static int null_prod(gp *P, char *nullable, char *prod) {
+    int n = P->nr;
+    long n_alt = 0, n_ref = 0;
+    for (int k = 0; k < n; k++) {
+        n_alt += P->r[k].nalt;
+        for (int a = 0; a < P->r[k].nalt; a++)
+            for (int i = 0; i < P->r[k].alts[a].n; i++) n_ref += P->r[k].alts[a].it[i].kind == GE_REF;
+    }
+    int *alt_rule = malloc((size_t)(n_alt ? n_alt : 1) * sizeof *alt_rule);
+    long *wait = malloc((size_t)(n_alt ? n_alt : 1) * 2 * sizeof *wait); /* [2a]: prod, [2a + 1]: nullable */
+    size_t nn = n > 0 ? (size_t)n : 1;
+    long *occ0 = calloc(nn + 1, sizeof *occ0);
+    int *occ = malloc((size_t)(n_ref ? n_ref : 1) * sizeof *occ);
+    int *queue = malloc(nn * sizeof *queue);
+    int rc = 0;
+    if (!alt_rule || !wait || !occ0 || !occ || !queue) rc = oom(P);
+    long ai = 0;
+    for (int k = 0; !rc && k < n; k++)
+        for (int a = 0; a < P->r[k].nalt; a++, ai++) {
+            const pseq *q = &P->r[k].alts[a];
+            long refs = 0, bytes = 0;
+            for (int i = 0; i < q->n; i++) {
+                if (q->it[i].kind == GE_REF) {
+                    refs++;
+                    occ0[q->it[i].arg + 1]++;
+                } else {
+                    bytes++;
+                }
+            }
+            alt_rule[ai] = k;
+            wait[2 * ai] = refs;
+            wait[2 * ai + 1] = bytes ? -1 : refs;
+        }
+    for (int k = 0; !rc && k < n; k++) occ0[k + 1] += occ0[k];
+    ai = 0;
+    for (int k = 0; !rc && k < n; k++) /* occ0[r] counts up while filling; shifted back below */
+        for (int a = 0; a < P->r[k].nalt; a++, ai++)
+            for (int i = 0; i < P->r[k].alts[a].n; i++)
+                if (P->r[k].alts[a].it[i].kind == GE_REF) occ[occ0[P->r[k].alts[a].it[i].arg]++] = (int)ai;
+    for (int k = n; !rc && k > 0; k--) occ0[k] = occ0[k - 1];
+    if (!rc) occ0[0] = 0;
+    for (int w = 0; !rc && w < 2; w++) {
+        char *done = w ? nullable : prod;
+        int qn = 0;
+        for (long a = 0; a < n_alt; a++)
+            if (wait[2 * a + w] == 0 && !done[alt_rule[a]]) {
+                done[alt_rule[a]] = 1;
+                queue[qn++] = alt_rule[a];
+            }
+        while (qn) {
+            int r = queue[--qn];
+            for (long o = occ0[r]; o < occ0[r + 1]; o++) {
+                long a = occ[o];
+                if (wait[2 * a + w] > 0 && --wait[2 * a + w] == 0 && !done[alt_rule[a]]) {
+                    done[alt_rule[a]] = 1;
+                    queue[qn++] = alt_rule[a];
+                }
+            }
+        }
+    }
+    free(alt_rule);
+    free(wait);
+    free(occ0);
+    free(occ);
+    free(queue);
+    return rc;
+}
+
 static int check(gp *P, int root) {
     int n = P->nr;
     for (int k = 0; k < n; k++)
         if (!P->r[k].defined) return failat(P, P->r[k].first_ref, "reference to an undefined rule");
-    char *nullable = calloc((size_t)n, 1), *prod = calloc((size_t)n, 1), *color = calloc((size_t)n, 1);
-    int *stk = malloc((size_t)n * 2 * sizeof *stk);
+    size_t nn = n > 0 ? (size_t)n : 1;
+    char *nullable = calloc(nn, 1), *prod = calloc(nn, 1), *color = calloc(nn, 1);
+    int *stk = malloc(nn * 3 * sizeof *stk);
     int rc = 0;
     if (!nullable || !prod || !color || !stk) rc = oom(P);
-    for (int changed = 1; !rc && changed;) {
-        changed = 0;
-        for (int k = 0; k < n; k++) {
-            for (int a = 0; a < P->r[k].nalt; a++) {
-                pseq *q = &P->r[k].alts[a];
-                int all_null = 1, all_prod = 1;
-                for (int i = 0; i < q->n; i++) {
-                    if (q->it[i].kind == GE_BYTES) all_null = 0;
-                    else {
-                        if (!nullable[q->it[i].arg]) all_null = 0;
-                        if (!prod[q->it[i].arg]) all_prod = 0;
-                    }
-                }
-                if (all_null && !nullable[k]) nullable[k] = changed = 1;
-                if (all_prod && !prod[k]) prod[k] = changed = 1;
-            }
-        }
-    }
+    if (!rc) rc = null_prod(P, nullable, prod);
     for (int k = 0; !rc && k < n; k++)
         if (!prod[k]) {
             char m[200];
@@ -662,26 +762,26 @@ static int check(gp *P, int root) {
     for (int s0 = 0; !rc && s0 < n; s0++) {
         if (color[s0]) continue;
         int sp = 0;
-        stk[sp++] = s0;
-        stk[sp++] = 0; /* (rule, next edge index) pairs */
+        stk[sp++] = s0; /* (rule, alternative, item) of the next leftmost reference to look at */
+        stk[sp++] = 0;
+        stk[sp++] = 0;
         color[s0] = 1;
         while (sp && !rc) {
-            int r = stk[sp - 2], e = stk[sp - 1]++;
-            int cnt = 0, target = -1;
-            for (int a = 0; a < P->r[r].nalt && target < 0; a++) {
-                pseq *q = &P->r[r].alts[a];
-                for (int i = 0; i < q->n; i++) {
-                    if (q->it[i].kind == GE_BYTES) break;
-                    if (cnt++ == e) {
-                        target = q->it[i].arg;
-                        break;
-                    }
-                    if (!nullable[q->it[i].arg]) break;
+            int r = stk[sp - 3], a = stk[sp - 2], i = stk[sp - 1], target = -1;
+            for (; a < P->r[r].nalt; a++, i = 0) {
+                const pseq *q = &P->r[r].alts[a];
+                if (i < q->n && q->it[i].kind == GE_REF) {
+                    target = q->it[i].arg;
+                    if (nullable[target]) i++; /* the next item is leftmost too */
+                    else a++, i = 0;
+                    break;
                 }
             }
+            stk[sp - 2] = a;
+            stk[sp - 1] = i;
             if (target < 0) {
                 color[r] = 2;
-                sp -= 2;
+                sp -= 3;
             } else if (color[target] == 1) {
                 char m[200];
                 snprintf(m, sizeof m, "rule '%.120s' is left-recursive", P->r[target].name);
@@ -689,6 +789,7 @@ static int check(gp *P, int root) {
             } else if (!color[target]) {
                 color[target] = 1;
                 stk[sp++] = target;
+                stk[sp++] = 0;
                 stk[sp++] = 0;
             }
         }
@@ -720,7 +821,7 @@ static int build(gp *P, int root, zl_grammar **out) {
         zl_grammar_free(g);
         return oom(P);
     }
-    memcpy(g->sets, P->sets, (size_t)P->nsets * sizeof *g->sets);
+    if (P->nsets) memcpy(g->sets, P->sets, (size_t)P->nsets * sizeof *g->sets); /* root ::= "" has none */
     g->n_sets = P->nsets;
     int ai = 0, ei = 0;
     for (int k = 0; k < P->nr; k++) {
@@ -767,6 +868,8 @@ int zl_grammar_parse(zl_grammar **out, const char *src, size_t n, const char *ro
     }
     free(P.r);
     free(P.sets);
+    free(P.rule_ht);
+    free(P.set_ht);
     if (rc) return err && err->code ? err->code : ZL_EINVAL;
     return 0;
 }

@@ -31,18 +31,29 @@ static int ht_grow(garena *a) {
     return 0;
 }
 
+/* Keep frames [0, n) and their interning table (n <= a->n). */
+static void arena_cut(garena *a, int32_t n) {
+    a->n = n;
+    if (!a->ht) return;
+    for (int32_t k = 0; k < a->ht_cap; k++) a->ht[k] = -1;
+    uint32_t m = (uint32_t)(a->ht_cap - 1);
+    for (int32_t i = 0; i < n; i++) {
+        uint32_t h = frame_hash(a->f[i].pos, a->f[i].parent) & m;
+        while (a->ht[h] >= 0) h = (h + 1) & m;
+        a->ht[h] = i;
+    }
+}
+
 static int32_t frame_new(garena *a, int32_t pos, int32_t parent) {
     uint32_t slot = 0;
-    if (a->intern) {
-        if ((a->n + 1) * 2 > a->ht_cap && ht_grow(a)) {
-            a->oom = 1;
-            return -2;
-        }
-        uint32_t m = (uint32_t)(a->ht_cap - 1);
-        for (slot = frame_hash(pos, parent) & m; a->ht[slot] >= 0; slot = (slot + 1) & m) {
-            const gframe *f = &a->f[a->ht[slot]];
-            if (f->pos == pos && f->parent == parent) return a->ht[slot];
-        }
+    if ((a->n + 1) * 2 > a->ht_cap && ht_grow(a)) {
+        a->oom = 1;
+        return -2;
+    }
+    uint32_t m = (uint32_t)(a->ht_cap - 1);
+    for (slot = frame_hash(pos, parent) & m; a->ht[slot] >= 0; slot = (slot + 1) & m) {
+        const gframe *f = &a->f[a->ht[slot]];
+        if (f->pos == pos && f->parent == parent) return a->ht[slot];
     }
     if (a->n == a->cap) {
         int32_t nc = a->cap ? a->cap * 2 : 256;
@@ -56,27 +67,29 @@ static int32_t frame_new(garena *a, int32_t pos, int32_t parent) {
     }
     a->f[a->n].pos = pos;
     a->f[a->n].parent = parent;
-    if (a->intern) a->ht[slot] = a->n;
+    a->ht[slot] = a->n;
     return a->n++;
 }
 
-static int stack_eq(const garena *a, int32_t x, int32_t y) {
-    while (x != y) {
-        if (x < 0 || y < 0) return 0;
-        if (a->f[x].pos != a->f[y].pos) return 0;
-        x = a->f[x].parent;
-        y = a->f[y].parent;
-    }
-    return 1;
-}
-
 int gm_set_add(garena *a, gstackset *out, int32_t st) {
-    if (a->intern) {
-        for (int32_t k = 0; k < out->n; k++)
-            if (out->s[k] == st) return 0;
+    /* interned: equal stacks are equal indices, and out is the set of this epoch */
+    if (st == GSTACK_ACCEPT) {
+        if (a->accept_seen == a->epoch) return 0;
+        a->accept_seen = a->epoch;
     } else {
-        for (int32_t k = 0; k < out->n; k++)
-            if (stack_eq(a, out->s[k], st)) return 0;
+        if (st >= a->seen_cap) {
+            int32_t nc = a->cap > st ? a->cap : st + 1;
+            uint32_t *t = realloc(a->seen, (size_t)nc * sizeof *t);
+            if (!t) {
+                a->oom = 1;
+                return -1;
+            }
+            memset(t + a->seen_cap, 0, (size_t)(nc - a->seen_cap) * sizeof *t);
+            a->seen = t;
+            a->seen_cap = nc;
+        }
+        if (a->seen[st] == a->epoch) return 0;
+        a->seen[st] = a->epoch;
     }
     if (out->n == out->cap) {
         int32_t nc = out->cap ? out->cap * 2 : 16;
@@ -92,42 +105,90 @@ int gm_set_add(garena *a, gstackset *out, int32_t st) {
     return 0;
 }
 
+/* A new set in out: a new epoch of seen[] (all cleared when it wraps). */
+static void gm_set_begin(garena *a, gstackset *out) {
+    out->n = 0;
+    a->work = 0;
+    if (++a->epoch == 0) {
+        if (a->seen) memset(a->seen, 0, (size_t)a->seen_cap * sizeof *a->seen);
+        a->accept_seen = 0;
+        a->epoch = 1;
+    }
+}
+
+void gm_arena_free(garena *a) {
+    free(a->f);
+    free(a->ht);
+    free(a->seen);
+    free(a->todo);
+    memset(a, 0, sizeof *a);
+}
+
+/* Expansion keeps its pending (position, frame below) pairs on a stack of
+ * the arena, not the C stack: a chain of 100,000 rules is as deep. */
+static int todo_push(garena *a, int32_t pos, int32_t parent) {
+    if (a->todo_n + 2 > a->todo_cap) {
+        int32_t nc = a->todo_cap ? a->todo_cap * 2 : 256;
+        int32_t *t = realloc(a->todo, (size_t)nc * sizeof *t);
+        if (!t) {
+            a->oom = 1;
+            return -1;
+        }
+        a->todo = t;
+        a->todo_cap = nc;
+    }
+    a->todo[a->todo_n++] = pos;
+    a->todo[a->todo_n++] = parent;
+    return 0;
+}
+
 void gm_expand(const zl_grammar *g, garena *a, int32_t pos, int32_t parent, gstackset *out) {
-    while (!a->oom) {
-        const gelem *e = &g->el[pos];
-        if (e->kind == GE_END) { /* alternative done: continue in the frame below */
-            if (parent < 0) {
-                gm_set_add(a, out, GSTACK_ACCEPT);
+    a->todo_n = 0;
+    if (todo_push(a, pos, parent)) return;
+    while (a->todo_n && !a->oom) {
+        parent = a->todo[--a->todo_n];
+        pos = a->todo[--a->todo_n];
+        while (!a->oom) {
+            if (++a->work > GM_MAX_WORK) {
+                a->oom = 1;
                 return;
             }
-            if (g->el[a->f[parent].pos].kind == GE_BYTES) {
-                gm_set_add(a, out, parent);
-                return;
+            const gelem *e = &g->el[pos];
+            if (e->kind == GE_END) { /* alternative done: continue in the frame below */
+                if (parent < 0) {
+                    gm_set_add(a, out, GSTACK_ACCEPT);
+                    break;
+                }
+                if (g->el[a->f[parent].pos].kind == GE_BYTES) {
+                    gm_set_add(a, out, parent);
+                    break;
+                }
+                pos = a->f[parent].pos;
+                parent = a->f[parent].parent;
+                continue;
             }
-            pos = a->f[parent].pos;
-            parent = a->f[parent].parent;
-            continue;
+            if (e->kind == GE_BYTES) {
+                int32_t f = frame_new(a, pos, parent);
+                if (f >= 0) gm_set_add(a, out, f);
+                break;
+            }
+            /* a reference: its continuation (unless in tail position), then each alternative, first on top */
+            int32_t cont = parent;
+            if (g->el[pos + 1].kind != GE_END) {
+                cont = frame_new(a, pos + 1, parent);
+                if (cont < -1) return;
+            }
+            int32_t r = e->arg;
+            for (int32_t k = g->rule_nalt[r] - 1; k >= 0; k--)
+                if (todo_push(a, g->alt_start[g->rule_alt0[r] + k], cont)) return;
+            break;
         }
-        if (e->kind == GE_BYTES) {
-            int32_t f = frame_new(a, pos, parent);
-            if (f >= 0) gm_set_add(a, out, f);
-            return;
-        }
-        /* a reference: its continuation (unless in tail position), then each alternative */
-        int32_t cont = parent;
-        if (g->el[pos + 1].kind != GE_END) {
-            cont = frame_new(a, pos + 1, parent);
-            if (cont < -1) return;
-        }
-        int32_t r = e->arg;
-        for (int32_t k = 0; k < g->rule_nalt[r]; k++) gm_expand(g, a, g->alt_start[g->rule_alt0[r] + k], cont, out);
-        return;
     }
 }
 
 void gm_advance(const zl_grammar *g, garena *a, const gstackset *in, unsigned char c, gstackset *out) {
-    out->n = 0;
-    for (int32_t k = 0; k < in->n; k++) {
+    gm_set_begin(a, out);
+    for (int32_t k = 0; k < in->n && !a->oom; k++) {
         int32_t st = in->s[k];
         if (st < 0) continue;
         gframe f = a->f[st];
@@ -137,7 +198,7 @@ void gm_advance(const zl_grammar *g, garena *a, const gstackset *in, unsigned ch
 }
 
 void gm_start(const zl_grammar *g, garena *a, gstackset *out) {
-    out->n = 0;
+    gm_set_begin(a, out);
     int32_t r = g->root;
     for (int32_t k = 0; k < g->rule_nalt[r]; k++) gm_expand(g, a, g->alt_start[g->rule_alt0[r] + k], -1, out);
 }
@@ -148,28 +209,26 @@ int gm_set_accepting(const gstackset *s) {
     return 0;
 }
 
-/* Frames are copied bottom-up through a remap table over src. */
-static int32_t copy_frame(const garena *src, garena *dst, int32_t *map, int32_t x) {
-    if (x < 0) return x;
-    if (map[x] != -3) return map[x];
-    int32_t p = copy_frame(src, dst, map, src->f[x].parent);
-    if (p < -1) return p;
-    int32_t y = frame_new(dst, src->f[x].pos, p);
-    map[x] = y;
-    return y;
-}
-
+/* A frame's parent always has a smaller index (frames are only appended,
+ * each after the frame below it), so the frames the set uses are marked
+ * walking down from its tops, then copied in index order: a parent is
+ * mapped before its children, without recursion. */
 int gm_compact(const garena *src, garena *dst, gstackset *set) {
-    dst->n = 0;
+    arena_cut(dst, 0);
     int32_t *map = malloc((size_t)(src->n ? src->n : 1) * sizeof *map);
     if (!map) return -1;
-    for (int32_t k = 0; k < src->n; k++) map[k] = -3;
+    for (int32_t k = 0; k < src->n; k++) map[k] = -3; /* -3: unused, -2: used */
+    for (int32_t k = 0; k < set->n; k++)
+        for (int32_t x = set->s[k]; x >= 0 && map[x] == -3; x = src->f[x].parent) map[x] = -2;
     int rc = 0;
-    for (int32_t k = 0; k < set->n && !rc; k++) {
-        int32_t y = copy_frame(src, dst, map, set->s[k]);
-        if (y < -1) rc = -1;
-        set->s[k] = y;
+    for (int32_t x = 0; x < src->n && !rc; x++) {
+        if (map[x] != -2) continue;
+        int32_t p = src->f[x].parent;
+        map[x] = frame_new(dst, src->f[x].pos, p < 0 ? p : map[p]);
+        if (map[x] < -1) rc = -1;
     }
+    for (int32_t k = 0; k < set->n && !rc; k++)
+        if (set->s[k] >= 0) set->s[k] = map[set->s[k]];
     free(map);
     return rc || dst->oom ? -1 : 0;
 }
@@ -183,7 +242,7 @@ struct zl_gmatch {
 };
 
 void zl_gmatch_reset(zl_gmatch *m) {
-    m->a.n = 0;
+    arena_cut(&m->a, 0);
     gm_start(m->g, &m->a, &m->cur);
 }
 
@@ -203,8 +262,8 @@ int zl_gmatch_new(zl_gmatch **out, const zl_grammar *g, zl_err *err) {
 
 void zl_gmatch_free(zl_gmatch *m) {
     if (!m) return;
-    free(m->a.f);
-    free(m->spare.f);
+    gm_arena_free(&m->a);
+    gm_arena_free(&m->spare);
     free(m->cur.s);
     free(m->next.s);
     free(m);
@@ -229,7 +288,7 @@ int zl_gmatch_feed(zl_gmatch *m, const char *s, size_t n) {
         else if (!m->cur.n) rc = ZL_EINVAL;
     }
     if (rc) { /* restore */
-        m->a.n = mark;
+        arena_cut(&m->a, mark);
         m->a.oom = 0;
         free(m->cur.s);
         m->cur = keep;

@@ -52,13 +52,26 @@ typedef struct gframe {
 /* Frame arena plus stack-set helpers (gmatch.c).  A stack is the index of
  * its top frame; GSTACK_ACCEPT is the empty stack (the sentence is whole). */
 #define GSTACK_ACCEPT (-1)
+/* Expansion steps (frames visited plus set entries compared) one advance
+ * over a byte, or the start, may take: past it the arena fails as if out
+ * of memory.  A set of stacks is matched without memoisation, so a grammar
+ * such as ("" | "a"){0,10000} costs the cube of its repetition count a byte;
+ * the bound keeps that from holding a thread for minutes (about 10 ms). */
+#define GM_MAX_WORK (1L << 22)
+
 typedef struct garena {
     gframe *f;
     int32_t n, cap;
-    int oom;
-    int intern;     /* 1: one frame per (pos, parent), so equal stacks have equal indices */
-    int32_t *ht;    /* interning table (frame indices, -1 empty) */
+    int oom;        /* sticky: out of memory, or over GM_MAX_WORK */
+    long work;      /* expansion steps of the current advance */
+    int32_t *ht;    /* interning table (frame indices, -1 empty): one frame per (pos, parent), so equal
+                     * stacks have equal indices */
     int32_t ht_cap;
+    uint32_t *seen; /* per frame: the epoch of the set being built that holds it (O(1) deduplication) */
+    int32_t seen_cap;
+    uint32_t epoch, accept_seen;
+    int32_t *todo; /* gm_expand's pending (position, frame below) pairs */
+    int32_t todo_n, todo_cap;
 } garena;
 
 typedef struct gstackset {
@@ -72,6 +85,7 @@ void gm_expand(const zl_grammar *g, garena *a, int32_t pos, int32_t parent, gsta
 /* out = the stacks of in advanced over byte c (out is cleared first). */
 void gm_advance(const zl_grammar *g, garena *a, const gstackset *in, unsigned char c, gstackset *out);
 int gm_set_add(garena *a, gstackset *out, int32_t stack);
+void gm_arena_free(garena *a);
 /* Copy the frames the stacks of set use from src into dst (compacting; dst
  * is cleared first) and rewrite set to the new indices. */
 int gm_compact(const garena *src, garena *dst, gstackset *set);

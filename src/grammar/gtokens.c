@@ -322,7 +322,6 @@ static void tables_free(zl_gconstraint *c) {
 
 static int state_start(zl_gconstraint *c) {
     tables_free(c);
-    c->a.intern = 1;
     gm_start(c->g, &c->a, &c->tmp);
     c->cur = c->a.oom ? -1 : set_intern(c, &c->tmp);
     return c->cur < 0 ? -1 : 0;
@@ -344,9 +343,8 @@ static int rebase(zl_gconstraint *c) {
     s.n = s.cap = e->n;
     free(old.ht);
     old.ht = NULL;
-    c->a.intern = 1;
     int rc = gm_compact(&old, &c->a, &s);
-    free(old.f);
+    gm_arena_free(&old);
     garena keep = c->a;
     memset(&c->a, 0, sizeof c->a);
     tables_free(c);
@@ -387,7 +385,7 @@ void zl_gconstraint_free(zl_gconstraint *c) {
     tables_free(c);
     free(c->set);
     free(c->pool);
-    free(c->a.f);
+    gm_arena_free(&c->a);
     free(c->tmp.s);
     free(c->lv);
     free(c->trigger);

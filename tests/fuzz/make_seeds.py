@@ -217,3 +217,38 @@ write("snapshot", "exact_f32", b"\1" + payload([1, 400], f16=False))
 write("snapshot", "learned", b"\3" + payload([1, 5, 9, 13, 17, 21, 25], learned=True))
 write("snapshot", "empty", b"\1" + payload([]))
 write("snapshot", "client_blob", b"\0" + b"ZLSNAP1\0" + struct.pack("<I", 1) + b"\0" * 200)
+
+# grammar: form byte (0 GBNF, 1 schema, 2 schema as prefixed rules; +4 lazy on
+# "ab:"), the text, a NUL, then drive bytes (< 0x80: the k-th allowed token;
+# >= 0x80: token k & 0x7f whatever the mask says)
+walk = bytes(range(0, 96, 3)) + bytes([0x80, 0x85, 0xb0, 0x9e, 0x87]) + bytes(range(1, 40, 5))
+gbnf = [
+    b'root ::= "{" ws pair ("," ws pair)* "}"\npair ::= str ":" ws val\nval ::= str | num | "true" | "false" | "null"\n'
+    b'str ::= "\\"" [^"\\\\]* "\\""\nnum ::= "-"? [0-9]+ ("." [0-9]+)?\nws ::= [ \\t\\n]*  # comment',
+    b"root ::= (\"a\" | 'b'){2,5} [\\x00-\\x7f] . [^a-c\\u00e9]? x\nx ::= \"\\U0001F600\" | \"\"",
+    b'root ::= a+ b{0,} c{3}\na ::= "ab" | "a"\nb ::= ("b" | "e")?\nc ::= [0-9] | "12"',
+    b'root ::= "[" (root ("," root)*)? "]" | "tr" "ue"',
+    b'r ::= r "a"\nroot ::= r',          # left recursion: refused
+    b'root ::= "a" undefined',           # undefined rule: refused
+    b'root ::= x\nx ::= "a" x',           # never finishes: refused
+    b'root ::= ("" | "a"){0,200} "b"',
+]
+for i, g in enumerate(gbnf):
+    write("grammar", "gbnf%d" % i, b"\0" + g + b"\0" + walk)
+schemas = [
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}, "b": {"type": "array",
+     "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}, "c": {"enum": ["x", 1, None, True]}},
+     "required": ["a"]},
+    {"$defs": {"n": {"type": "object", "properties": {"v": {"type": "number"}, "kids": {"type": "array",
+     "items": {"$ref": "#/$defs/n"}}}, "additionalProperties": False}}, "$ref": "#/$defs/n"},
+    {"anyOf": [{"type": "null"}, {"type": ["string", "boolean"]}, {"const": {"k": [1, "é"]}}]},
+    {"type": "object", "additionalProperties": {"type": "integer"}, "title": "t", "description": "d"},
+    {"oneOf": [{"type": "array"}, {"allOf": [{"type": "string", "minLength": 2}]}]},
+    {"type": "string", "pattern": "^a"},  # unsupported keyword: refused
+]
+for i, s in enumerate(schemas):
+    for form in (1, 2):
+        write("grammar", "schema%d_%d" % (i, form), bytes([form]) + json.dumps(s).encode() + b"\0" + walk)
+write("grammar", "lazy0", b"\4" + b'root ::= "1" "}" | "{\\"" [a-z]+ "\\":" [0-9]+ "}"' + b"\0" +
+      bytes([12, 13, 7, 0x80 | 53, 0x80 | 55, 5, 9, 0x80 | 55, 1, 2, 3]))
+write("grammar", "lazy1", b"\5" + json.dumps(schemas[0]).encode() + b"\0" + bytes([0x80 | 30, 0x80 | 54, 0x80 | 56, 1, 2]))

@@ -63,6 +63,14 @@ enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const cha
     return queue_reply(r, status, resp, ctype);
 }
 
+enum MHD_Result zl_reply_static(zl_req *r, int status, const char *ctype, const void *body, size_t len,
+                                const char *const *hdrs) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    for (; hdrs && hdrs[0]; hdrs += 2) MHD_add_response_header(resp, hdrs[0], hdrs[1]);
+    return queue_reply(r, status, resp, ctype);
+}
+
 enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j, const char *server_timing) {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);

@@ -78,6 +78,10 @@ typedef struct zl_req {
 /* Replies: each queues the response and returns MHD's result. */
 enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j /* stolen */, const char *server_timing);
 enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const char *body, size_t len);
+/* A reply from memory that outlives the request (an embedded asset), with
+ * extra headers: hdrs holds name, value pairs and ends with NULL. */
+enum MHD_Result zl_reply_static(zl_req *r, int status, const char *ctype, const void *body, size_t len,
+                                const char *const *hdrs);
 enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The error body of kind in an API's shape, and its status. */
@@ -153,6 +157,7 @@ ZL_HANDLER(zl_api_batches_results);
 ZL_HANDLER(zl_api_batches_cancel);
 ZL_HANDLER(zl_api_embeddings);
 ZL_HANDLER(zl_api_props);
+ZL_HANDLER(zl_api_webui);
 ZL_HANDLER(zl_api_health);
 ZL_HANDLER(zl_api_metrics);
 ZL_HANDLER(zl_api_tokenize);

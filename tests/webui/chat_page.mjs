@@ -212,6 +212,23 @@ try {
     await setField(page, 's-grammar', '');
   });
 
+  await check('the layer\'s controls go out as X-Zerolayer-* headers; the ring and KV figures follow the timings', async () => {
+    await page.selectOption('#s-validation', 'on');
+    await page.selectOption('#s-kv_policy', 'window');
+    await setField(page, 's-kv_budget', 96);
+    const c = await sendAndWait(page, 'Once upon a time');
+    assert.equal(c.headers['X-Zerolayer-Validation'], 'on');
+    assert.equal(c.headers['X-Zerolayer-KV-Policy'], 'window');
+    assert.equal(c.headers['X-Zerolayer-KV-Budget'], '96');
+    const t = sse(c.text).find((j) => j.timings).timings;
+    assert.ok(t.ring && t.ring_drafted_tokens > 0 && t.kv_policy === 'window' && t.kv_evicted_tokens > 0, JSON.stringify(t));
+    assert.equal(await fig(page, 'ring'), `${t.ring_accepted_tokens}/${t.ring_drafted_tokens} accepted (${(100 * t.ring_acceptance).toFixed(0)}%)`);
+    assert.equal(await fig(page, 'kv_policy'), `window, ${t.kv_evicted_tokens} evicted of budget 96`);
+    await page.selectOption('#s-validation', '');
+    await page.selectOption('#s-kv_policy', '');
+    await setField(page, 's-kv_budget', '');
+  });
+
   await check('a 400 naming a field is shown as a readable message', async () => {
     await setField(page, 's-temperature', -1);
     await page.fill('#input', 'x');

@@ -22,7 +22,7 @@ export class ApiError extends Error {
   readable() {
     let s = `${this.status ? this.status + ' ' : ''}${STATUS[this.status] || 'Error'} — ${this.message}`;
     if (this.param && !this.message.includes(this.param)) s += ` (field: ${this.param})`;
-    if (this.status === 401) s += '. Enter the server\'s API key (🔑).';
+    if (this.status === 401) s += '. Enter the server\'s API key (the key button).';
     if (this.retryAfter) s += ` Retry after ${this.retryAfter} s.`;
     return s;
   }

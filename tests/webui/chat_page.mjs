@@ -84,6 +84,9 @@ function sse(text) {
     .filter((d) => d && d !== '[DONE]').map((d) => JSON.parse(d));
 }
 
+// the last chunk's timings (stream_options.include_usage: the chunk without choices)
+const finalTimings = (text) => sse(text).find((j) => Array.isArray(j.choices) && !j.choices.length && j.timings).timings;
+
 let failed = 0, passed = 0;
 async function check(name, fn) {
   const t0 = Date.now();
@@ -134,21 +137,25 @@ try {
     assert.deepEqual(await page.locator('#model option').allTextContents(), ['tiny-a', 'tiny-b']);
   });
 
-  await check('a message streams: the answer grows while it arrives, then the figures equal the API\'s timings', async () => {
+  await check('a message streams: the answer and its figures grow while it arrives, then equal the API\'s timings', async () => {
     await setField(page, 's-max_tokens', 80);
     await setField(page, 's-temperature', 0);
     await page.fill('#input', 'Hello there');
     await page.press('#input', 'Enter');
-    const lens = new Set();
+    const lens = new Set(), live = new Set();
     await until('streaming', async () => page.locator('.msg.streaming').count());
     while (await page.locator('.msg.streaming').count()) {
       lens.add((await last(page).locator('.body').textContent()).length);
+      const g = last(page).locator('[data-k="generated_tokens"] b');
+      if (await g.count()) live.add(await g.textContent().catch(() => ''));
       await sleep(40);
     }
     assert.ok([...lens].filter((l) => l > 0).length >= 3, `the text grew in fewer than 3 steps: ${[...lens]}`);
+    assert.ok([...live].filter(Boolean).length >= 2, `the token count did not move while streaming: ${[...live]}`);
     const c = (await cap(page))[0];
     await until('the capture', async () => (await cap(page))[0].done);
-    const chunks = sse((await cap(page))[0].text), t = chunks.find((j) => j.timings).timings;
+    const chunks = sse((await cap(page))[0].text), t = finalTimings((await cap(page))[0].text);
+    assert.ok(chunks.filter((j) => j.timings).length > 3, 'no timings_per_token');
     assert.deepEqual(await page.evaluate(() => window.__csp), [], 'the page\'s own code broke its CSP');
     assert.ok(chunks.filter((j) => j.choices && j.choices[0] && j.choices[0].delta && j.choices[0].delta.content).length > 3);
     assert.equal(c.body.model, 'tiny-a');
@@ -186,7 +193,8 @@ try {
     assert.ok(gen1 - gen0 < 480, `${gen1 - gen0} tokens: the answer ran to its end`);
     const c = (await cap(page))[n];
     assert.ok(c.aborted || c.done);
-    assert.ok(!sse(c.text).some((j) => j.timings), 'a stopped answer got to its last chunk');
+    assert.ok(!sse(c.text).some((j) => Array.isArray(j.choices) && !j.choices.length), 'a stopped answer got to its last chunk');
+    assert.ok(Number(await fig(page, 'generated_tokens')) > 0, 'the stopped answer shows no live figures');
   });
 
   await check('Markdown with a code block is highlighted; a model\'s <img onerror> is inert', async () => {
@@ -220,7 +228,7 @@ try {
     assert.equal(c.headers['X-Zerolayer-Validation'], 'on');
     assert.equal(c.headers['X-Zerolayer-KV-Policy'], 'window');
     assert.equal(c.headers['X-Zerolayer-KV-Budget'], '96');
-    const t = sse(c.text).find((j) => j.timings).timings;
+    const t = finalTimings(c.text);
     assert.ok(t.ring && t.ring_drafted_tokens > 0 && t.kv_policy === 'window' && t.kv_evicted_tokens > 0, JSON.stringify(t));
     assert.equal(await fig(page, 'ring'), `${t.ring_accepted_tokens}/${t.ring_drafted_tokens} accepted (${(100 * t.ring_acceptance).toFixed(0)}%)`);
     assert.equal(await fig(page, 'kv_policy'), `window, ${t.kv_evicted_tokens} evicted of budget 96`);
@@ -268,7 +276,7 @@ try {
     assert.equal(await fig(page, 'cached_tokens'), '0'); // a new session, and this server has no prefix cache
     const b = await sendAndWait(page, 'What did the dog do?');
     assert.equal(b.headers['X-Zerolayer-Session'], a.headers['X-Zerolayer-Session']);
-    const t = sse(b.text).find((j) => j.timings).timings;
+    const t = finalTimings(b.text);
     assert.ok(t.cached_tokens > 0, JSON.stringify(t));
     assert.equal(await fig(page, 'cached_tokens'), String(t.cached_tokens));
   });
@@ -286,7 +294,7 @@ try {
     const before = (await cap(page)).at(-1).headers['X-Zerolayer-Session'];
     const c = await sendAndWait(page, 'And the ball?');
     assert.ok(c.headers['X-Zerolayer-Session'] && c.headers['X-Zerolayer-Session'] !== before, 'not the restored session');
-    const t = sse(c.text).find((j) => j.timings).timings;
+    const t = finalTimings(c.text);
     // no prefix cache here: what is cached came with the snapshot
     assert.ok(t.cached_tokens > 0, `cached ${t.cached_tokens} of a ${snap.tokens}-token snapshot`);
     await page.click('#flush');

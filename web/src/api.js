@@ -66,14 +66,15 @@ export async function call(path, { method = 'GET', body, headers = {}, signal } 
 export const getJSON = async (path) => (await call(path)).json();
 export const postJSON = async (path, body, headers) => (await call(path, { method: 'POST', body, headers })).json();
 
-// Stream one chat completion.  on.delta(text) for each content piece,
-// on.final({usage, timings}) from the last chunk (stream_options.include_usage),
-// on.event(name, data) for named events (session_expired).  Resolves when the
+// Stream one chat completion.  on.delta(text, timings) for each content piece
+// with the timings so far (timings_per_token), on.timings(t) from the last
+// chunk (stream_options.include_usage), on.event(name, data) for named events
+// (session_expired).  Resolves when the
 // stream ends ([DONE], or the server closes it); rejects with ApiError or AbortError.
 export async function streamChat(body, headers, signal, on) {
   const r = await call('/v1/chat/completions', {
     method: 'POST', headers, signal,
-    body: { ...body, stream: true, stream_options: { include_usage: true } },
+    body: { ...body, stream: true, stream_options: { include_usage: true }, timings_per_token: true },
   });
   const reader = r.body.getReader();
   const dec = new TextDecoder();
@@ -90,9 +91,9 @@ export async function streamChat(body, headers, signal, on) {
     if (event) { on.event(event, j); return; }
     if (j.error) throw new ApiError(500, j.error.message || 'generation failed', null, j.error.type);
     const c = j.choices && j.choices[0];
-    if (c && c.delta && c.delta.content) on.delta(c.delta.content);
+    if (c && c.delta && c.delta.content) on.delta(c.delta.content, j.timings || null);
     if (c && c.finish_reason) on.finish(c.finish_reason);
-    if (j.timings || j.usage) on.final({ usage: j.usage, timings: j.timings });
+    if (j.timings && Array.isArray(j.choices) && !j.choices.length) on.timings(j.timings);
   };
   while (!done) {
     const { value, done: end } = await reader.read();

@@ -159,7 +159,7 @@ function messageEl(m, i, last) {
     const cv = document.createElement('canvas');
     cv.className = 'chart';
     d.append(figs, cv);
-    requestAnimationFrame(() => drawChart(cv, (m.live && m.live.series) || [], m.timings && m.timings.tokens_per_second));
+    requestAnimationFrame(() => drawChart(cv, (m.live && m.live.series) || []));
   }
   return d;
 }
@@ -275,17 +275,22 @@ async function answer() {
   const paint = () => {
     frame = 0;
     renderMarkdown(body, m.content);
-    renderFigures(figs, { ttft_ms: meter.ttft(), rate: meter.rate() }, null);
-    drawChart(cv, meter.series(), null);
+    renderFigures(figs, { ttft_ms: meter.ttft() }, m.timings);
+    drawChart(cv, meter.series());
     $('msgs').scrollTop = $('msgs').scrollHeight;
   };
   const run = async (retried) => {
     try {
       if (sessionOn() && !c.session) await openSession(c);
       await streamChat(requestBody(msgs), { ...controlHeaders(), ...(sessionOn() ? sessHeaders(c) : {}) }, ctl.signal, {
-        delta: (t) => { meter.piece(performance.now()); m.content += t; if (!frame) frame = requestAnimationFrame(paint); },
+        delta: (text, t) => {
+          meter.piece(performance.now(), t && t.generated_tokens);
+          m.content += text;
+          if (t) m.timings = t;
+          if (!frame) frame = requestAnimationFrame(paint);
+        },
         finish: (r) => { m.finish = r; },
-        final: ({ timings }) => { if (timings) m.timings = timings; },
+        timings: (t) => { m.timings = t; m.complete = true; },
         event: (name, j) => { if (name === 'session_expired') { m.error = `session expired (${j.reason})`; c.session = null; } },
       });
     } catch (e) {

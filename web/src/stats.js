@@ -7,24 +7,26 @@
 const PHASES = ['prep', 'queue', 'prefill', 'decode', 'kv', 'sample'];
 const fmt = (x, d = 1) => (typeof x === 'number' && isFinite(x) ? x.toFixed(d) : '–');
 
-// A live meter for one streaming answer: t0 is when the request went out.
+// A live meter for one streaming answer (browser clock): t0 is when the
+// request went out; each piece comes with the server's count of tokens so
+// far (its live timings), or counts as one.
 export class Meter {
-  constructor(t0) { this.t0 = t0; this.first = null; this.pieces = []; }
-  piece(now) { if (this.first === null) this.first = now; this.pieces.push(now); }
-  ttft() { return this.first === null ? null : this.first - this.t0; }
-  rate() {
-    const n = this.pieces.length;
-    if (n < 2) return null;
-    return (n - 1) * 1000 / (this.pieces[n - 1] - this.pieces[0]);
+  constructor(t0) { this.t0 = t0; this.first = null; this.pts = []; }
+  piece(now, tokens) {
+    if (this.first === null) this.first = now;
+    this.pts.push([now, tokens || (this.pts.length ? this.pts[this.pts.length - 1][1] + 1 : 1)]);
   }
-  // pieces per second in buckets of bucketMs from the first piece
+  ttft() { return this.first === null ? null : this.first - this.t0; }
+  // tokens per second in buckets of bucketMs from the first piece
   series(bucketMs = 250) {
-    if (!this.pieces.length) return [];
-    const start = this.pieces[0], out = [];
-    for (const t of this.pieces) {
+    if (!this.pts.length) return [];
+    const start = this.pts[0][0], out = [];
+    let prev = this.pts[0][1];
+    for (const [t, n] of this.pts) {
       const b = Math.floor((t - start) / bucketMs);
       while (out.length <= b) out.push(0);
-      out[b] += 1000 / bucketMs;
+      out[b] += (n - prev) * 1000 / bucketMs;
+      prev = n;
     }
     return out;
   }
@@ -42,15 +44,12 @@ function item(k, label, value, title) {
   return s;
 }
 
-// Fill el with the figures: live = {ttft_ms, rate} while streaming; t = the
-// server's timings once the answer is complete.
+// Fill el with the figures: live.ttft_ms from the browser's clock; t = the
+// server's timings, so far while the answer streams, final once it is done.
 export function renderFigures(el, live, t) {
   el.replaceChildren();
   if (live.ttft_ms !== null && live.ttft_ms !== undefined) el.append(item('ttft', 'TTFT', fmt(live.ttft_ms, 0) + ' ms', 'first token, measured in the browser'));
-  if (!t) {
-    if (live.rate) el.append(item('live_rate', 'live', fmt(live.rate) + ' pieces/s', 'stream pieces per second, browser clock'));
-    return;
-  }
+  if (!t) return;
   el.append(item('tokens_per_second', 'tok/s', fmt(t.tokens_per_second), 'decode tokens per second (server timings)'));
   el.append(item('generated_tokens', 'tokens', String(t.generated_tokens)));
   el.append(item('prompt_tokens', 'prompt', String(t.prompt_tokens)));
@@ -69,9 +68,8 @@ export function renderFigures(el, live, t) {
   el.append(ph);
 }
 
-// A bar chart of tokens/s over the answer (pieces/s from the browser clock,
-// scaled so its mean matches the server's tokens/s when known).
-export function drawChart(canvas, series, serverRate) {
+// A bar chart of tokens/s over the answer, in quarter seconds.
+export function drawChart(canvas, series) {
   const dpr = window.devicePixelRatio || 1, w = canvas.clientWidth || 240, h = canvas.clientHeight || 40;
   canvas.width = w * dpr;
   canvas.height = h * dpr;
@@ -79,9 +77,7 @@ export function drawChart(canvas, series, serverRate) {
   g.scale(dpr, dpr);
   g.clearRect(0, 0, w, h);
   if (!series.length) return;
-  const mean = series.reduce((a, b) => a + b, 0) / series.length;
-  const k = serverRate && mean ? serverRate / mean : 1;
-  const vals = series.map((v) => v * k), max = Math.max(...vals, 1);
+  const vals = series, max = Math.max(...vals, 1);
   const bw = w / Math.max(series.length, 20);
   g.fillStyle = getComputedStyle(canvas).color;
   vals.forEach((v, i) => { const bh = (v / max) * (h - 12); g.fillRect(i * bw, h - bh, Math.max(bw - 1, 1), bh); });

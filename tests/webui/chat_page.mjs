@@ -8,11 +8,11 @@
 // wrapper installed before its script runs, and parsed here with this file's
 // own SSE reader: the figures the page shows are checked against the
 // server's `timings` as they came over the wire.
-import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import assert from 'node:assert/strict';
+import { startServer as serveStart, checker, metric } from '../compat/serve.mjs';
 
 const [BIN, ROOT, OUT] = process.argv.slice(2);
 if (!OUT) { console.error('usage: node chat_page.mjs BIN ROOT OUTDIR'); process.exit(2); }
@@ -22,28 +22,10 @@ const MODEL = join(ROOT, 'models/stories260K.gguf');
 mkdirSync(OUT, { recursive: true });
 
 const servers = [];
-async function startServer(args, env = {}) {
-  const p = spawn(BIN, ['serve', '--port', '0', '-t', '1', '--ctx', '512', ...args], {
-    stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
-  let log = '';
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 30000);
-    p.stderr.on('data', (d) => {
-      log += d.toString();
-      const m = log.match(/listening on http:\/\/[^:]+:(\d+)/);
-      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-    });
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}):\n${log}`)); });
-  });
-  p.removeAllListeners('exit');
-  const s = { url: `http://127.0.0.1:${port}`, proc: p, log: () => log };
+async function startServer(args, env) {
+  const s = await serveStart(BIN, ['-t', '1', '--ctx', '512', ...args], env);
   servers.push(s);
   return s;
-}
-async function metric(url, name) {
-  const text = await (await fetch(url + '/metrics')).text();
-  const m = text.match(new RegExp('^' + name + ' ([0-9.e+-]+)$', 'm'));
-  return m ? Number(m[1]) : NaN;
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function until(what, fn, ms = 20000) {
@@ -87,12 +69,7 @@ function sse(text) {
 // the last chunk's timings (stream_options.include_usage: the chunk without choices)
 const finalTimings = (text) => sse(text).find((j) => Array.isArray(j.choices) && !j.choices.length && j.timings).timings;
 
-let failed = 0, passed = 0;
-async function check(name, fn) {
-  const t0 = Date.now();
-  try { await fn(); passed++; console.log(`ok   ${name} (${Date.now() - t0} ms)`); }
-  catch (e) { failed++; console.log(`FAIL ${name}\n     ${(e && e.stack) || e}`); }
-}
+const { check, counts } = checker();
 
 const S = await startServer(['-m', MODEL, '--alias', 'tiny-a', '-m', MODEL, '--alias', 'tiny-b', '--prefix-cache-mb', '0'],
   { ZL_TEST_STEP_MS: '15' });
@@ -351,6 +328,7 @@ try {
   await browser.close().catch(() => {});
   for (const s of servers) s.proc.kill('SIGKILL');
 }
+const { passed, failed } = counts();
 console.log(`${passed} passed, ${failed} failed`);
 writeFileSync(join(OUT, 'result.txt'), `${passed} passed, ${failed} failed\n`);
 process.exit(failed ? 1 : 0);

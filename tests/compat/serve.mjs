@@ -8,7 +8,7 @@ export async function startServer(bin, args, env = {}) {
   const p = spawn(bin, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   let log = '';
   const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 30000);
+    const timer = setTimeout(() => { p.kill('SIGKILL'); reject(new Error('server did not start:\n' + log)); }, 30000);
     p.stderr.on('data', (d) => {
       log += d.toString();
       const m = log.match(/listening on http:\/\/[^:]+:(\d+)/);

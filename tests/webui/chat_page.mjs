@@ -73,11 +73,12 @@ const { check, counts } = checker();
 
 const S = await startServer(['-m', MODEL, '--alias', 'tiny-a', '-m', MODEL, '--alias', 'tiny-b', '--prefix-cache-mb', '0'],
   { ZL_TEST_STEP_MS: '15' });
-const K = await startServer(['-m', MODEL, '--api-key', 'page-secret-key']);
+const K = await startServer(['-m', MODEL, '--api-key', 'page-secret-key', '--max-body', '4096']);
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 const pageErrors = [];
 async function openPage(url, viewport = { width: 1280, height: 860 }) {
   const ctx = await browser.newContext({ viewport, acceptDownloads: true });
+  await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url });
   await ctx.addInitScript(CAPTURE);
   const page = await ctx.newPage();
   page.on('pageerror', (e) => pageErrors.push(String(e)));
@@ -184,6 +185,8 @@ try {
     assert.equal(await body.locator('pre code.hljs').textContent(), 'console.log(1)\n');
     assert.ok(await body.locator('pre code .hljs-built_in, pre code .hljs-title, pre code .hljs-number').count() > 0, 'no highlighting');
     assert.equal(await body.locator('pre .copy').count(), 1);
+    await body.locator('pre .copy').click();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'console.log(1)\n');
     assert.equal(await body.locator('strong').textContent(), 'done');
     assert.equal(await body.locator('script').count(), 0);
     const imgs = await body.locator('img').evaluateAll((els) => els.map((e) => e.getAttributeNames()));
@@ -198,6 +201,8 @@ try {
   });
 
   await check('the layer\'s controls go out as X-Zerolayer-* headers; the ring and KV figures follow the timings', async () => {
+    await page.click('#new'); // a short conversation: the context is 512 tokens
+    await setField(page, 's-max_tokens', 120);
     await page.selectOption('#s-validation', 'on');
     await page.selectOption('#s-kv_policy', 'window');
     await setField(page, 's-kv_budget', 96);
@@ -212,6 +217,17 @@ try {
     await page.selectOption('#s-validation', '');
     await page.selectOption('#s-kv_policy', '');
     await setField(page, 's-kv_budget', '');
+    // the compute preset picks the policy itself; the system prompt leads the messages
+    await page.selectOption('#s-compute', 'aggressive');
+    await setField(page, 's-system', 'You are terse.');
+    const d = await sendAndWait(page, 'Again');
+    assert.equal(d.headers['X-Zerolayer-Compute'], 'aggressive');
+    assert.deepEqual(d.body.messages[0], { role: 'system', content: 'You are terse.' });
+    const u = finalTimings(d.text);
+    assert.match(await fig(page, 'kv_policy'), new RegExp(`^${u.kv_policy}, ${u.kv_evicted_tokens} evicted of budget ${u.kv_budget}$`));
+    assert.notEqual(u.kv_policy, 'full');
+    await page.selectOption('#s-compute', '');
+    await setField(page, 's-system', '');
   });
 
   await check('a 400 naming a field is shown as a readable message', async () => {
@@ -306,7 +322,7 @@ try {
   });
   await ctx.close();
 
-  await check('--api-key: the 401 asks for the key once, it is kept in the browser\'s storage', async () => {
+  await check('--api-key: the 401 asks for the key once, it is kept in the browser\'s storage; a 413 reads as one', async () => {
     const { ctx: kctx, page: kp } = await openPage(K.url);
     await until('the key dialog', async () => kp.locator('#keydlg').isVisible());
     assert.match(await kp.locator('#error').textContent(), /^401 Unauthorized — .*API key/);
@@ -320,6 +336,10 @@ try {
     const c = await sendAndWait(kp, 'Hi');
     assert.equal(c.status, 200);
     assert.equal(c.headers.Authorization, 'Bearer page-secret-key');
+    await kp.fill('#input', 'a'.repeat(5000)); // a body over --max-body
+    await kp.press('#input', 'Enter');
+    await until('the 413', async () => kp.locator('#error').isVisible());
+    assert.equal(await kp.locator('#error').textContent(), '413 Request too large — request body exceeds the limit of 4096 bytes');
     await kctx.close();
   });
 

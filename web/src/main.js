@@ -85,7 +85,7 @@ $('menu').addEventListener('click', () => document.body.classList.toggle('side-o
 
 const num = (v) => (v === '' || v === null || v === undefined ? undefined : Number(v));
 function requestBody(messages) {
-  const b = { model: settings.model, messages, max_tokens: num(settings.max_tokens), temperature: num(settings.temperature),
+  const b = { model: settings.model || undefined, messages, max_tokens: num(settings.max_tokens), temperature: num(settings.temperature),
     top_p: num(settings.top_p), top_k: num(settings.top_k), min_p: num(settings.min_p), seed: num(settings.seed) };
   if (settings.grammar.trim()) b.grammar = settings.grammar;
   for (const k of Object.keys(b)) if (b[k] === undefined) delete b[k];
@@ -323,7 +323,6 @@ function setBusy(b) {
 function send() {
   const text = $('input').value.trim();
   if (!text || running) return;
-  if (!settings.model) { loadModels(); }
   const c = ensureConv();
   if (c.title === 'New chat') c.title = text.slice(0, 48);
   c.messages.push({ role: 'user', content: text });

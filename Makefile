@@ -17,7 +17,9 @@
 #               model without dotprod (cortex-a53) and capped with ZL_ISA=neon and ZL_ISA=scalar
 #   make deps   install missing Debian packages (apt-get, as root; prints the command otherwise)
 #   make sdks   install the SDK clients the compat tests drive (npm ci in tests/compat,
-#               the Python venv of tests/compat/pyenv.sh; both need the network)
+#               the Python venv of tests/compat/pyenv.sh; both need the network), and make webui
+#   make webui  npm ci in web/: the chat page's libraries and bundler (the next build embeds the
+#               page at /; without them / says how to get it) and playwright-core for its test
 # CMAKE_ARGS is passed to the configure step (CI: CMAKE_ARGS=-DZL_WERROR=ON).
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -29,10 +31,10 @@ FUZZ_TARGETS = gguf tokenizer detok anthropic openai session_token http zlc snap
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs curl \
-              python3-jsonschema gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+              python3-jsonschema gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user chromium
 ZL          = $(BUILD)/bin/zerolayer
 
-.PHONY: all build run test test-real test-aarch64 asan tsan fuzz deps sdks clean
+.PHONY: all build run test test-real test-aarch64 asan tsan fuzz deps sdks webui clean
 
 all: build
 
@@ -48,9 +50,12 @@ deps:
 	  fi; \
 	fi
 
-sdks:
+sdks: webui
 	cd tests/compat && npm ci --no-audit --no-fund
 	tests/compat/pyenv.sh >/dev/null
+
+webui:
+	cd web && npm ci --no-audit --no-fund
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)

@@ -62,6 +62,7 @@ static void serve_usage(FILE *f) {
           "  --api-key KEY           require this key (Bearer or x-api-key); repeatable\n"
           "  --cors ORIGIN           let web pages from ORIGIN (or *) call the API: preflights and\n"
           "                          Access-Control-Allow-Origin; repeatable (default: no CORS)\n"
+          "  --no-webui              no chat page at / (it answers 404; the API is unchanged)\n"
           "  --max-body BYTES        request body limit (default 8388608; larger -> 413)\n"
           "  --chat-template NAME    chatml|qwen|llama2|llama3|mistral|phi3|gemma|zephyr|plain (instead of the model's)\n"
           "  --chat-template-file F  Jinja chat template to render with (instead of the model's)\n"
@@ -134,6 +135,10 @@ int cmd_serve(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
         if (cli_is_help(a)) { serve_usage(stdout); free(keys); return 0; }
+        if (!strcmp(a, "--no-webui")) {
+            o.no_webui = 1;
+            continue;
+        }
 #define NEXT_INT(flag, lo, hi, dst)                                    \
     if (!strcmp(a, flag)) {                                            \
         if (cli_int(flag, v, lo, hi, &x)) { free(keys); return 1; }    \

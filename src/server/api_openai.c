@@ -55,6 +55,7 @@ static int parse_common(json_t *b, zl_request *q, zl_verr *e) {
         if (!json_is_object(so)) return zl_verr_set(e, "stream_options", "stream_options: expected an object");
         if (zl_jv_bool(so, "include_usage", "stream_options", &q->include_usage, e) < 0) return -1;
     }
+    if (zl_jv_bool(b, "timings_per_token", "", &q->timings_per_token, e) < 0) return -1;
     int h;
 #define NUMF(key, lo, hi, dst)                                        \
     if ((h = zl_jv_num(b, key, "", lo, hi, &d, e)) < 0) return -1;    \
@@ -304,6 +305,11 @@ static void oai_start(zl_sse *s, const zl_result *res) {
 static void oai_delta(zl_sse *s, const zl_result *res, const zl_event *ev) {
     json_t *c = chunk_base(res);
     json_object_set_new(c, "choices", json_pack("[o]", choice_json(res, ev, 0)));
+    if (res->timings_per_token) {
+        zl_gen_timing t;
+        zl_result_timing_now(res, &t);
+        json_object_set_new(c, "timings", zl_timings_json(&t));
+    }
     zl_sse_event(s, NULL, c);
 }
 

@@ -239,9 +239,9 @@ enum MHD_Result zl_api_snapshot(zl_req *r, json_t *b, const char *id, const char
         snprintf(tokens, sizeof tokens, "%d", n);
         snprintf(ms, sizeof ms, "%.3f", secs * 1e3);
         const char *h[] = {"X-Zerolayer-State-Tokens", tokens, "X-Zerolayer-State-Codec", learned ? "learned" : "exact",
-                           "X-Zerolayer-State-Model", srv->model_id, "X-Zerolayer-State-Seal-Ms", ms};
+                           "X-Zerolayer-State-Model", srv->model_id, "X-Zerolayer-State-Seal-Ms", ms, NULL};
         zl_metrics_snapshot(ZL_SNAPM_EXPORTED, len, 0);
-        enum MHD_Result ret = zl_reply_bytes(r, blob, len, h, 4);
+        enum MHD_Result ret = zl_reply_bytes(r, 200, "application/octet-stream", blob, len, h, 0);
         OPENSSL_cleanse(blob, len);
         free(blob);
         return ret;

@@ -64,11 +64,13 @@ enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const cha
     return queue_reply(r, status, resp, ctype);
 }
 
-enum MHD_Result zl_reply_bytes(zl_req *r, const void *body, size_t len, const char *const *hdrs, int n) {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+enum MHD_Result zl_reply_bytes(zl_req *r, int status, const char *ctype, const void *body, size_t len,
+                               const char *const *hdrs, int persistent) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        len, (void *)body, persistent ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_COPY);
     if (!resp) return MHD_NO;
-    for (int i = 0; i < n; i++) MHD_add_response_header(resp, hdrs[2 * i], hdrs[2 * i + 1]);
-    return queue_reply(r, 200, resp, "application/octet-stream");
+    for (; hdrs && hdrs[0]; hdrs += 2) MHD_add_response_header(resp, hdrs[0], hdrs[1]);
+    return queue_reply(r, status, resp, ctype);
 }
 
 enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j, const char *server_timing) {

@@ -83,8 +83,11 @@ typedef struct zl_req {
 /* Replies: each queues the response and returns MHD's result. */
 enum MHD_Result zl_reply_json(zl_req *r, int status, json_t *j /* stolen */, const char *server_timing);
 enum MHD_Result zl_reply_raw(zl_req *r, int status, const char *ctype, const char *body, size_t len);
-/* 200, application/octet-stream, with n extra headers (hdrs: name, value, name, value, ...). */
-enum MHD_Result zl_reply_bytes(zl_req *r, const void *body, size_t len, const char *const *hdrs, int n);
+/* A reply of len bytes with extra headers (hdrs: name, value pairs ending with
+ * NULL; may be NULL). persistent: body outlives the request (an embedded
+ * asset) and is not copied; otherwise MHD copies it before this returns. */
+enum MHD_Result zl_reply_bytes(zl_req *r, int status, const char *ctype, const void *body, size_t len,
+                               const char *const *hdrs, int persistent);
 enum MHD_Result zl_reply_error(zl_req *r, zl_ekind kind, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The error body of kind in an API's shape, and its status. */
@@ -165,6 +168,7 @@ ZL_HANDLER(zl_api_batches_results);
 ZL_HANDLER(zl_api_batches_cancel);
 ZL_HANDLER(zl_api_embeddings);
 ZL_HANDLER(zl_api_props);
+ZL_HANDLER(zl_api_webui);
 ZL_HANDLER(zl_api_health);
 ZL_HANDLER(zl_api_metrics);
 ZL_HANDLER(zl_api_tokenize);

@@ -58,16 +58,21 @@ void zl_result_init(zl_result *res, const zl_request *q, const zl_prepared *p, z
     res->n = p->n;
     res->n_per_prompt = p->n_per_prompt;
     res->include_usage = q->include_usage;
+    res->timings_per_token = q->timings_per_token;
     res->logprobs = q->n_logprobs >= 0;
     res->n_user_stops = p->n_user_stops;
     res->prompt_tokens = p->n_ids[0];
     zl_tools_split_init(res, &p->plan); /* out of memory: the text stays whole */
 }
 
-void zl_result_finish(zl_result *res) {
-    zl_gen_timing_get(res->g, &res->timing);
+void zl_result_timing_now(const zl_result *res, zl_gen_timing *t) {
+    zl_gen_timing_get(res->g, t);
     /* the same prompt sampled n times is one prompt for billing purposes */
-    res->timing.prompt_tokens /= res->n_per_prompt > 0 ? res->n_per_prompt : 1;
+    t->prompt_tokens /= res->n_per_prompt > 0 ? res->n_per_prompt : 1;
+}
+
+void zl_result_finish(zl_result *res) {
+    zl_result_timing_now(res, &res->timing);
     for (int i = 0; i < res->n; i++) res->failed |= res->g->ch[i].end == ZL_GEN_ERROR;
 }
 

@@ -44,6 +44,8 @@ void zl_prepared_free(zl_prepared *p);
 /* A result over g for q/p (id drawn with em->id_prefix). */
 void zl_result_init(zl_result *res, const zl_request *q, const zl_prepared *p, zl_gen *g, const zl_emitter *em,
                     const char *model);
+/* The timings so far (a stream's timings_per_token; what res->timing holds once every choice has ended). */
+void zl_result_timing_now(const zl_result *res, zl_gen_timing *t);
 /* Once every choice has ended: res->timing and res->failed. */
 void zl_result_finish(zl_result *res);
 

@@ -70,6 +70,7 @@ typedef struct zl_request {
     int n_stops;
     int n;             /* samples per prompt */
     int stream, include_usage;
+    int timings_per_token; /* llama-server's field: every stream chunk carries the timings so far */
     int n_logprobs;    /* -1: none */
     int stream_buffer; /* body field; 0: the X-Zerolayer-Stream-Buffer header's */
     /* tools, structured output, reasoning (tools.c) */
@@ -126,7 +127,7 @@ typedef struct zl_result {
     long long created;   /* unix seconds */
     int n;               /* choices */
     int n_per_prompt;    /* the request's n: usage counts a prompt once */
-    int include_usage, logprobs;
+    int include_usage, logprobs, timings_per_token;
     int n_user_stops;    /* stops[0..n_user_stops) are the caller's */
     int prompt_tokens;   /* of the first choice, known before the generation */
     int failed;          /* some choice ended with an error */

@@ -13,40 +13,45 @@
 #include <strings.h>
 
 static const zl_route k_routes[] = {
-    {"/health", ZL_M_GET, 1, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_health},
-    {"/v1/health", ZL_M_GET, 1, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_health},
-    {"/metrics", ZL_M_GET, 0, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_metrics},
-    {"/props", ZL_M_GET, 0, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_props},
-    {"/v1/models", ZL_M_GET, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_models},
-    {"/models", ZL_M_GET, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_models},
-    {"/tokenize", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 1, zl_api_tokenize},
-    {"/detokenize", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 1, zl_api_detokenize},
-    {"/v1/preheat", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_preheat},
-    {"/v1/chat/completions", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 0, zl_api_chat},
-    {"/chat/completions", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 0, zl_api_chat},
-    {"/v1/completions", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 0, zl_api_completions},
-    {"/completions", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 0, zl_api_completions},
-    {"/v1/embeddings", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 1, zl_api_embeddings},
-    {"/embeddings", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 1, zl_api_embeddings},
-    {"/v1/messages", ZL_M_POST, 0, ZL_API_ANTHROPIC, ZL_BODY_JSON, 0, zl_api_messages},
-    {"/v1/messages/count_tokens", ZL_M_POST, 0, ZL_API_ANTHROPIC, ZL_BODY_JSON, 1, zl_api_count_tokens},
+    {"/", ZL_M_GET, 1, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_webui, ZL_FEATURE_WEBUI},
+    {"/health", ZL_M_GET, 1, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_health, 0},
+    {"/v1/health", ZL_M_GET, 1, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_health, 0},
+    {"/metrics", ZL_M_GET, 0, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_metrics, 0},
+    {"/props", ZL_M_GET, 0, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_props, 0},
+    {"/v1/models", ZL_M_GET, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_models, 0},
+    {"/models", ZL_M_GET, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_models, 0},
+    {"/tokenize", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 1, zl_api_tokenize, 0},
+    {"/detokenize", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 1, zl_api_detokenize, 0},
+    {"/v1/preheat", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_NONE, 0, zl_api_preheat, 0},
+    {"/v1/chat/completions", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 0, zl_api_chat, 0},
+    {"/chat/completions", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 0, zl_api_chat, 0},
+    {"/v1/completions", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 0, zl_api_completions, 0},
+    {"/completions", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 0, zl_api_completions, 0},
+    {"/v1/embeddings", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 1, zl_api_embeddings, 0},
+    {"/embeddings", ZL_M_POST, 0, ZL_API_OPENAI, ZL_BODY_JSON, 1, zl_api_embeddings, 0},
+    {"/v1/messages", ZL_M_POST, 0, ZL_API_ANTHROPIC, ZL_BODY_JSON, 0, zl_api_messages, 0},
+    {"/v1/messages/count_tokens", ZL_M_POST, 0, ZL_API_ANTHROPIC, ZL_BODY_JSON, 1, zl_api_count_tokens, 0},
     /* batches run on the first model */
-    {"/v1/messages/batches", ZL_M_POST, 0, ZL_API_ANTHROPIC, ZL_BODY_JSON, 0, zl_api_batches_create},
-    {"/v1/messages/batches", ZL_M_GET, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_list},
-    {"/v1/messages/batches/{id}", ZL_M_GET, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_get},
-    {"/v1/messages/batches/{id}/results", ZL_M_GET, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_results},
-    {"/v1/messages/batches/{id}/cancel", ZL_M_POST, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_cancel},
-    {"/v1/sessions", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_JSON_OR_BLOB, 0, zl_api_session_create},
-    {"/v1/sessions/{id}", ZL_M_GET, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_session_get},
-    {"/v1/sessions/{id}", ZL_M_DELETE, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_session_delete},
-    {"/v1/sessions/{id}/flush", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_flush},
-    {"/v1/sessions/{id}/prefill", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_prefill},
-    {"/v1/sessions/{id}/snapshot", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_snapshot},
+    {"/v1/messages/batches", ZL_M_POST, 0, ZL_API_ANTHROPIC, ZL_BODY_JSON, 0, zl_api_batches_create, 0},
+    {"/v1/messages/batches", ZL_M_GET, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_list, 0},
+    {"/v1/messages/batches/{id}", ZL_M_GET, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_get, 0},
+    {"/v1/messages/batches/{id}/results", ZL_M_GET, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_results, 0},
+    {"/v1/messages/batches/{id}/cancel", ZL_M_POST, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_cancel, 0},
+    {"/v1/sessions", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_JSON_OR_BLOB, 0, zl_api_session_create, 0},
+    {"/v1/sessions/{id}", ZL_M_GET, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_session_get, 0},
+    {"/v1/sessions/{id}", ZL_M_DELETE, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_session_delete, 0},
+    {"/v1/sessions/{id}/flush", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_flush, 0},
+    {"/v1/sessions/{id}/prefill", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_prefill, 0},
+    {"/v1/sessions/{id}/snapshot", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_snapshot, 0},
 };
 
 const zl_route *zl_routes(int *n) {
     *n = (int)(sizeof k_routes / sizeof *k_routes);
     return k_routes;
+}
+
+static int feature_on(const zl_server_opts *o, zl_route_feature f) {
+    return f != ZL_FEATURE_WEBUI || !o->no_webui;
 }
 
 /* path against a pattern; the {id} segment (at most cap - 1 bytes) into id. */
@@ -136,7 +141,7 @@ void zl_route_decide(const zl_server_opts *o, const zl_route_req *q, zl_route_ve
     unsigned want = method_bit(q->method), have = 0;
     char id[sizeof v->id];
     for (int i = 0; i < n; i++) {
-        if (!path_match(t[i].path, q->path, id, sizeof id)) continue;
+        if (!feature_on(o, t[i].feature) || !path_match(t[i].path, q->path, id, sizeof id)) continue;
         path_route = path_route ? path_route : &t[i];
         have |= t[i].method;
         if (t[i].method == want) {

@@ -19,6 +19,11 @@ typedef enum {
                              handler gets NULL and r->body_blob set: a sealed snapshot without base64) */
 } zl_route_body;
 
+typedef enum {
+    ZL_FEATURE_ALWAYS = 0,
+    ZL_FEATURE_WEBUI, /* the chat page; --no-webui */
+} zl_route_feature;
+
 #define ZL_API_BY_HEADER (-1) /* Anthropic when the request has anthropic-version, else OpenAI */
 
 typedef struct zl_route {
@@ -29,6 +34,7 @@ typedef struct zl_route {
     zl_route_body body;
     int select_model;  /* switch to the body's `model` before the handler (generations do it in the pipeline) */
     enum MHD_Result (*fn)(zl_req *r, json_t *body /* NULL unless the route takes one */);
+    zl_route_feature feature; /* a route a flag turns off: absent (404) while it is off */
 } zl_route;
 
 /* What routing reads of a request. */

@@ -23,6 +23,7 @@ typedef struct zl_server_opts {
     const char **cors_origins; /* --cors: origins (or "*") whose pages may call the API; none: no CORS */
     int n_cors_origins;
     size_t max_body;       /* bytes; larger bodies get 413 */
+    int no_webui;          /* --no-webui: no chat page, GET / is a 404 */
     const char *chat_template; /* NULL: from the model */
     const char *chat_template_file; /* Jinja source to use instead of the model's */
     const char *pooling;   /* /v1/embeddings: mean|cls|last; NULL: the model's <arch>.pooling_type, else mean */

@@ -2,7 +2,7 @@
 // `zerolayer serve`: X-Zerolayer-Validation/Ring/KV-Policy/KV-Budget/Compute
 // headers and the body object "zerolayer", through the OpenAI and Anthropic
 // SDKs and raw fetch.  usage: node controls.mjs ZEROLAYER_BINARY [MODEL]
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { startServer as serveStart, checker, metric } from './serve.mjs';
 
 const BIN = process.argv[2];
 const MODEL = process.argv[3];
@@ -20,36 +21,12 @@ const FIXTURES = fileURLToPath(new URL('../fixtures/', import.meta.url));
 const servers = [];
 // stepMs: slow every engine step (ZL_TEST_STEP_MS, a knob of the test build's binary only)
 async function startServer(args, { stepMs } = {}) {
-  const full = ['serve', '--port', '0', '-t', '1', '--ctx', String(CTX), ...(MODEL ? ['-m', MODEL] : []), ...args];
-  const env = stepMs === undefined ? process.env : { ...process.env, ZL_TEST_STEP_MS: String(stepMs) };
-  const p = spawn(BIN, full, { stdio: ['ignore', 'ignore', 'pipe'], env });
-  let log = '';
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 30000);
-    p.stderr.on('data', (d) => {
-      log += d.toString();
-      const m = log.match(/listening on http:\/\/[^:]+:(\d+)/);
-      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-    });
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}):\n${log}`)); });
-  });
-  p.removeAllListeners('exit');
-  const s = { url: `http://127.0.0.1:${port}`, proc: p, log: () => log };
+  const s = await serveStart(BIN, ['-t', '1', '--ctx', String(CTX), ...(MODEL ? ['-m', MODEL] : []), ...args], stepMs === undefined ? {} : { ZL_TEST_STEP_MS: String(stepMs) });
   servers.push(s);
   return s;
 }
 
-let failed = 0, passed = 0;
-async function check(name, fn) {
-  const t0 = Date.now();
-  try { await fn(); passed++; console.log(`ok   ${name} (${Date.now() - t0} ms)`); }
-  catch (e) { failed++; console.log(`FAIL ${name}\n     ${(e && e.stack) || e}`); }
-}
-async function metric(url, name) {
-  const text = await (await fetch(url + '/metrics')).text();
-  const m = text.match(new RegExp('^' + name + ' ([0-9.e+-]+)$', 'm'));
-  return m ? Number(m[1]) : NaN;
-}
+const { check, counts } = checker();
 async function post(url, path, body, headers = {}) {
   const r = await fetch(url + path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
   return { status: r.status, json: await r.json() };
@@ -369,5 +346,6 @@ await check('serve --ring-cost: a given or measured verify-cost curve, same text
 });
 
 for (const s of servers) s.proc.kill('SIGTERM');
+const { passed, failed } = counts();
 console.log(`\n${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -4,11 +4,11 @@
 // Starts real servers on random loopback ports (--port 0, the port is read
 // from the server's log), drives them with the SDKs and raw fetch, and exits
 // non-zero if any check fails.
-import { spawn } from 'node:child_process';
 import http from 'node:http';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { startServer as serveStart, metric } from './serve.mjs';
 
 const BIN = process.argv[2];
 const MODEL = process.argv[3];
@@ -17,23 +17,11 @@ if (!BIN) { console.error('usage: node run.mjs ZEROLAYER_BINARY [MODEL]'); proce
 const servers = [];
 // stepMs: slow every engine step (ZL_TEST_STEP_MS, a knob of the test build's binary only)
 async function startServer(args, { stepMs } = {}) {
-  const full = ['serve', '--port', '0', '-t', '1', ...(MODEL ? ['-m', MODEL] : []), ...args];
-  const env = stepMs === undefined ? process.env : { ...process.env, ZL_TEST_STEP_MS: String(stepMs) };
-  const p = spawn(BIN, full, { stdio: ['ignore', 'ignore', 'pipe'], env });
+  const s = await serveStart(BIN, ['-t', '1', ...(MODEL ? ['-m', MODEL] : []), ...args], stepMs === undefined ? {} : { ZL_TEST_STEP_MS: String(stepMs) });
+  const p = s.proc;
   servers.push(p);
-  let log = '';
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 30000);
-    p.stderr.on('data', (d) => {
-      log += d.toString();
-      const m = log.match(/listening on http:\/\/[^:]+:(\d+)/);
-      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-    });
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}):\n${log}`)); });
-  });
-  p.removeAllListeners('exit');
-  p.on('exit', (code, sig) => { if (!p.stopping) console.error(`server exited unexpectedly (${code ?? sig}):\n${log}`); });
-  return { url: `http://127.0.0.1:${port}`, proc: p, log: () => log };
+  p.on('exit', (code, sig) => { if (!p.stopping) console.error(`server exited unexpectedly (${code ?? sig}):\n${s.log()}`); });
+  return s;
 }
 
 let failed = 0, passed = 0;
@@ -50,11 +38,6 @@ async function check(name, fn) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function metric(url, name) {
-  const text = await (await fetch(url + '/metrics')).text();
-  const m = text.match(new RegExp('^' + name + ' ([0-9.e+-]+)$', 'm'));
-  return m ? Number(m[1]) : NaN;
-}
 
 // A raw streamed request over node:http: the SSE data events and the HTTP
 // trailers (fetch does not expose trailers).

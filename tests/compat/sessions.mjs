@@ -4,10 +4,10 @@
 //
 // Every equivalence check compares greedy text against a reference server
 // that has the prefix cache off and no sessions in play.
-import { spawn } from 'node:child_process';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { startServer as serveStart, metric } from './serve.mjs';
 
 const BIN = process.argv[2];
 const MODEL = process.argv[3];
@@ -16,21 +16,7 @@ if (!BIN) { console.error('usage: node sessions.mjs ZEROLAYER_BINARY [MODEL]'); 
 const servers = [];
 // stepMs: slow every engine step (ZL_TEST_STEP_MS, a knob of the test build's binary only)
 async function startServer(args, { stepMs } = {}) {
-  const full = ['serve', '--port', '0', '-t', '1', '--ctx', '512', ...(MODEL ? ['-m', MODEL] : []), ...args];
-  const env = stepMs === undefined ? process.env : { ...process.env, ZL_TEST_STEP_MS: String(stepMs) };
-  const p = spawn(BIN, full, { stdio: ['ignore', 'ignore', 'pipe'], env });
-  let log = '';
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 30000);
-    p.stderr.on('data', (d) => {
-      log += d.toString();
-      const m = log.match(/listening on http:\/\/[^:]+:(\d+)/);
-      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-    });
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}):\n${log}`)); });
-  });
-  p.removeAllListeners('exit');
-  const s = { url: `http://127.0.0.1:${port}`, proc: p, log: () => log };
+  const s = await serveStart(BIN, ['-t', '1', '--ctx', '512', ...(MODEL ? ['-m', MODEL] : []), ...args], stepMs === undefined ? {} : { ZL_TEST_STEP_MS: String(stepMs) });
   servers.push(s);
   return s;
 }
@@ -42,11 +28,6 @@ async function check(name, fn) {
   catch (e) { failed++; console.log(`FAIL ${name}\n     ${(e && e.stack) || e}`); }
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function metric(url, name) {
-  const text = await (await fetch(url + '/metrics')).text();
-  const m = text.match(new RegExp('^' + name + ' ([0-9.e+-]+)$', 'm'));
-  return m ? Number(m[1]) : NaN;
-}
 async function post(url, path, body, headers = {}) {
   const r = await fetch(url + path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
   return { status: r.status, json: await r.json() };

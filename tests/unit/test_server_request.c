@@ -98,7 +98,7 @@ Test(adapters, fields_into_one_request) {
     zl_request q;
     json_t *b;
     parsed(ZL_REQ_COMPLETION, "{\"prompt\":[\"a\",[1,2]],\"stop\":[\"\",\"x\"],\"n\":2,\"seed\":7,"
-                                          "\"logprobs\":3,\"user\":\"u\",\"stream\":true}", &q, &b);
+                                          "\"logprobs\":3,\"user\":\"u\",\"stream\":true,\"timings_per_token\":true}", &q, &b);
     cr_expect_eq(q.n_prompts, 2);
     cr_expect_str_eq(q.prompts[0].text, "a");
     cr_expect_str_eq(q.prompts[0].param, "prompt[0]");
@@ -111,6 +111,7 @@ Test(adapters, fields_into_one_request) {
     cr_expect_eq(q.max_tokens, 16); /* OpenAI's completions default */
     cr_expect_str_eq(q.user, "u");
     cr_expect_eq(q.stream, 1);
+    cr_expect_eq(q.timings_per_token, 1);
     release(&q, b);
     parsed(ZL_REQ_MESSAGES, "{\"model\":\"m\",\"max_tokens\":9,\"stop_sequences\":[\"END\"],"
                                         "\"metadata\":{\"user_id\":\"v\"},\"temperature\":0.5,\"messages\":[{\"role\":"
@@ -126,6 +127,8 @@ Test(adapters, fields_into_one_request) {
     expect_error(ZL_REQ_CHAT, "{\"stop\":[1],\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "stop[0]", NULL);
     expect_error(ZL_REQ_CHAT, "{\"logit_bias\":{\"abc\":1},\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
                  "logit_bias", "not a token id");
+    expect_error(ZL_REQ_CHAT, "{\"timings_per_token\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                 "timings_per_token", "expected a boolean");
     expect_error(ZL_REQ_CHAT, "{\"user\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "user", NULL);
     expect_error(ZL_REQ_COMPLETION, "{\"prompt\":[]}", "prompt", NULL);
     expect_error(ZL_REQ_COMPLETION, "{\"prompt\":[1.5]}", "prompt", "prompt[0]");

@@ -71,12 +71,32 @@ Test(routes, every_path_of_the_table_routes_to_its_own_handler) {
     }
 }
 
+Test(routes, the_chat_page_is_public_and_off_with_no_webui) {
+    zl_server_opts o = opts(1);
+    zl_route_verdict v;
+    decide(&o, "GET", "/", NULL, 0, &v);
+    cr_expect(!v.failed, "GET / with keys configured: %s", v.msg);
+    cr_expect_str_eq(v.label, "/");
+    decide(&o, "HEAD", "/", NULL, 0, &v);
+    cr_expect(!v.failed);
+    decide(&o, "POST", "/", k_json, 2, &v);
+    cr_expect(v.failed && v.err == ZL_E_METHOD);
+    o.no_webui = 1;
+    for (int i = 0; i < 2; i++) {
+        decide(&o, i ? "POST" : "GET", "/", NULL, 0, &v);
+        cr_expect(v.failed && v.err == ZL_E_NOT_FOUND, "--no-webui: %s / is not a 404", i ? "POST" : "GET");
+        cr_expect_str_eq(v.label, "other");
+    }
+    decide(&o, "GET", "/health", NULL, 0, &v);
+    cr_expect(!v.failed);
+}
+
 Test(routes, strict_paths_are_404) {
     zl_server_opts o = opts(0);
     const char *bad[] = {"/health%00.json", "/health%00", "/v1/models%00x", "/health/", "/HEALTH", "/healthz",
                          "/v1/chat/completions/", "/v1/chat/completionsX", "/v1/messages/batches//results",
                          "/v1/messages/batches/x/results/more", "/v1/sessions/", "/v1/sessions//flush",
-                         "/v1/sessions//snapshot", "/v1/sessions/x/snapshot/", "/", ""};
+                         "/v1/sessions//snapshot", "/v1/sessions/x/snapshot/", "//", "/index.html", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         zl_route_verdict v;
         decide(&o, "GET", bad[i], NULL, 0, &v);
@@ -176,7 +196,7 @@ Test(auth, declared_per_route_and_checked_once) {
         decide(&o, m, path, bearer, 0, &v);
         cr_expect(!v.failed, "%s %s with Bearer: %s", m, path, v.msg);
     }
-    cr_expect_eq(n_public, 2); /* /health and /v1/health */
+    cr_expect_eq(n_public, 3); /* /health, /v1/health and / (the page holds no secret; the API it calls asks for the key) */
     /* without keys every route is open */
     zl_server_opts open = opts(0);
     zl_route_verdict v;

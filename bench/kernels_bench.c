@@ -6,9 +6,11 @@
  * exceed the caches, which is what decode of a real model sees.
  *
  *   cmake --build build --target kernels_bench     (a CMake target, part of the default build)
- *   build/bin/kernels_bench [rows cols threads stream_MiB types]  (default 5632 2048 1 1024 and the list below)
+ *   build/bin/kernels_bench [rows cols threads stream_MiB types batch]  (default 5632 2048 1 1024, the list
+ *   below, 8)
  *
- * types: comma-separated names (Q4_1,Q5_0) to time only those. *
+ * types: comma-separated names (Q4_1,Q5_0) to time only those; batch: the tokens of the batch column
+ * (prefill-sized batches such as 64 time the tile kernels). *
  * ZL_ISA=scalar|avx2|avx512 caps the kernel level. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,16 +68,24 @@ int main(int argc, char **argv) {
             types[n_types++] = (zl_type)t;
         }
     }
+    const int batch = argc > 6 ? atoi(argv[6]) : 8;
+    if (batch < 1 || batch > 4096) {
+        fprintf(stderr, "kernels_bench: batch must be 1..4096\n");
+        return 2;
+    }
+    const int64_t xrows = batch > 8 ? batch : 8;
     zl_pool *pool = threads > 1 ? zl_pool_new(threads) : NULL;
     if (threads <= 1) g_clock = CLOCK_THREAD_CPUTIME_ID;
     zl_work work = {0};
-    float *x = malloc(sizeof(float) * (size_t)cols * 8), *y = malloc(sizeof(float) * (size_t)rows * 8);
+    float *x = malloc(sizeof(float) * (size_t)cols * xrows), *y = malloc(sizeof(float) * (size_t)rows * xrows);
     float *row = malloc(sizeof(float) * (size_t)cols);
     srand(1);
-    for (int64_t i = 0; i < cols * 8; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int64_t i = 0; i < cols * xrows; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
     printf("matrix %ld x %ld, %d thread(s), isa %s, %s time\n", (long)rows, (long)cols, threads,
            zl_isa_name(zl_cpu_max_isa()), threads <= 1 ? "thread CPU" : "wall");
-    printf("%-5s %9s %12s %12s %14s\n", "type", "MiB", "hot GB/s", "stream GB/s", "8-tok GB/s(h)");
+    char bh[32];
+    snprintf(bh, sizeof bh, "%d-tok GMAC/s(h)", batch);
+    printf("%-5s %9s %12s %12s %16s\n", "type", "MiB", "hot GB/s", "stream GB/s", bh);
     for (size_t ti = 0; ti < n_types; ti++) {
         zl_mat W = {types[ti], rows, cols, NULL, zl_row_size(types[ti], cols)};
         size_t mat_bytes = W.row_bytes * (size_t)rows;
@@ -90,9 +100,9 @@ int main(int argc, char **argv) {
         for (int k = 1; k < copies; k++) memcpy(base + (size_t)k * mat_bytes, base, mat_bytes);
         double hot = time_matmul(&W, base, 1, x, 1, y, pool, &work);
         double stream = time_matmul(&W, base, copies, x, 1, y, pool, &work);
-        double batch = time_matmul(&W, base, 1, x, 8, y, pool, &work);
-        printf("%-5s %9.2f %12.1f %12.1f %14.1f\n", zl_type_traits_of(types[ti])->name, mat_bytes / 1048576.0,
-               mat_bytes / hot / 1e9, mat_bytes / stream / 1e9, mat_bytes / batch / 1e9);
+        double tb = time_matmul(&W, base, 1, x, batch, y, pool, &work);
+        printf("%-5s %9.2f %12.1f %12.1f %16.1f\n", zl_type_traits_of(types[ti])->name, mat_bytes / 1048576.0,
+               mat_bytes / hot / 1e9, mat_bytes / stream / 1e9, (double)rows * (double)cols * batch / tb / 1e9);
         free(base);
     }
     zl_work_free(&work);

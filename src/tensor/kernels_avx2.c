@@ -336,100 +336,6 @@ zl_dot_fn zl_dot_fn_avx2(zl_type t) {
     }
 }
 
-/* ---- prepared Q8_0 activations (Q4_0, Q8_0) -----------------------------
- * Four blocks as one group: quants as they are, -8 * the quant sum of each
- * 4-quant lane (Q4_0's offset, added after madd), and the four scales as
- * floats next to each other, so the weights' four f16 scales convert and
- * multiply in one step.  Leftover blocks follow as plain Q8_0 blocks. */
-typedef struct {
-    int8_t qs[4][32];
-    int32_t neg8[4][8];
-    float d[4];
-    uint8_t pad[48];
-} q8p2_group;
-_Static_assert(sizeof(q8p2_group) == 320, "q8p2_group size");
-
-static size_t q8p2_size(int64_t n) {
-    int64_t nb = n / ZL_QK;
-    return (size_t)(nb / 4) * sizeof(q8p2_group) + (size_t)(nb % 4) * sizeof(zl_block_q8_0);
-}
-
-static void q8p2_prep(const void *xq, void *xp, int64_t n) {
-    const zl_block_q8_0 *b = xq;
-    const int64_t nb = n / ZL_QK, ng = nb / 4;
-    q8p2_group *g = xp;
-    for (int64_t k = 0; k < ng; k++)
-        for (int j = 0; j < 4; j++) {
-            const zl_block_q8_0 *x = b + 4 * k + j;
-            __m256i v = _mm256_loadu_si256((const __m256i *)x->qs);
-            _mm256_storeu_si256((__m256i *)g[k].qs[j], v);
-            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), v), _mm256_set1_epi16(1));
-            _mm256_storeu_si256((__m256i *)g[k].neg8[j], _mm256_sub_epi32(_mm256_setzero_si256(), s));
-            g[k].d[j] = h2f(x->d);
-        }
-    memcpy(g + ng, b + 4 * ng, (size_t)(nb - 4 * ng) * sizeof(zl_block_q8_0));
-}
-
-/* The four f16 weight scales of blocks a[0..3] times the activation scales. */
-ZL_INLINE __m256 scales4(const zl_f16 d0, const zl_f16 d1, const zl_f16 d2, const zl_f16 d3, const float *xd) {
-    uint64_t h = (uint64_t)d0 | (uint64_t)d1 << 16 | (uint64_t)d2 << 32 | (uint64_t)d3 << 48;
-    __m128 p = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)h)), _mm_loadu_ps(xd));
-    return _mm256_castps128_ps256(p);
-}
-
-ZL_INLINE __m256 lane_bcast(__m256 v, int k) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(k)); }
-
-static float dot_q4_0_prep(const void *w, const void *xp, int64_t n) {
-    const zl_block_q4_0 *a = w;
-    const q8p2_group *g = xp;
-    const int64_t nb = n / ZL_QK, ng = nb / 4;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    for (int64_t k = 0; k < ng; k++) {
-        const zl_block_q4_0 *b4 = a + 4 * k;
-        __m256 sc = scales4(b4[0].d, b4[1].d, b4[2].d, b4[3].d, g[k].d);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            __m128i q = _mm_loadu_si128((const __m128i *)b4[j].qs);
-            __m256i t = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
-            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(t, _mm256_loadu_si256((const __m256i *)g[k].qs[j])), ones);
-            p = _mm256_add_epi32(p, _mm256_loadu_si256((const __m256i *)g[k].neg8[j]));
-            if (j & 1) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), lane_bcast(sc, j), acc1);
-            else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), lane_bcast(sc, j), acc0);
-        }
-    }
-    float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
-    const zl_block_q8_0 *tail = (const zl_block_q8_0 *)(g + ng);
-    for (int64_t i = 4 * ng; i < nb; i++) sum += hsum_ps(_mm256_mul_ps(q4_0_block(a + i, tail + (i - 4 * ng)),
-                                                              _mm256_set1_ps(h2f(a[i].d) * h2f(tail[i - 4 * ng].d))));
-    return sum;
-}
-
-static float dot_q8_0_prep(const void *w, const void *xp, int64_t n) {
-    const zl_block_q8_0 *a = w;
-    const q8p2_group *g = xp;
-    const int64_t nb = n / ZL_QK, ng = nb / 4;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    for (int64_t k = 0; k < ng; k++) {
-        const zl_block_q8_0 *b4 = a + 4 * k;
-        __m256 sc = scales4(b4[0].d, b4[1].d, b4[2].d, b4[3].d, g[k].d);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            __m256i wv = _mm256_loadu_si256((const __m256i *)b4[j].qs);
-            __m256i xv = _mm256_loadu_si256((const __m256i *)g[k].qs[j]);
-            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv)), ones);
-            if (j & 1) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), lane_bcast(sc, j), acc1);
-            else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), lane_bcast(sc, j), acc0);
-        }
-    }
-    float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
-    const zl_block_q8_0 *tail = (const zl_block_q8_0 *)(g + ng);
-    for (int64_t i = 4 * ng; i < nb; i++) sum += hsum_ps(_mm256_mul_ps(q8_0_block(a + i, tail + (i - 4 * ng)),
-                                                              _mm256_set1_ps(h2f(a[i].d) * h2f(tail[i - 4 * ng].d))));
-    return sum;
-}
-
 /* Float weights, four tokens: each 8 weights widened once. */
 ZL_INLINE void dot4_float(const void *w, const void *x, size_t xs, int64_t n, float *out, const int kind) {
     const float *xr[4];
@@ -584,13 +490,15 @@ int zl_prep_kernel_avx2(zl_type t, zl_prep_kernel *out) {
     default: break;
     }
 #undef ZL_SET_T
-    if (t != ZL_TYPE_Q4_0 && t != ZL_TYPE_Q8_0) return 0;
-    out->size = q8p2_size;
-    out->prep = q8p2_prep;
-    out->dot = t == ZL_TYPE_Q4_0 ? dot_q4_0_prep : dot_q8_0_prep;
-    out->dot4 = NULL; /* measured: four-token versions lose to this on AVX2's 16 registers */
-    out->dot2 = out->dot3 = out->dot5 = out->dot6 = out->dot7 = out->dot8 = NULL;
-    return 1;
+    if (t == ZL_TYPE_Q4_0) { /* one block per lane, 1..8 tokens (kernels_q4l_avx2.c) */
+        zl_prep_kernel_q4l_avx2(out);
+        return 1;
+    }
+    if (t == ZL_TYPE_Q8_0) { /* kernels_q8l_avx2.c */
+        zl_prep_kernel_q8l_avx2(out);
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- activation quantisers (bit-identical to the reference) ------------- */

@@ -767,6 +767,10 @@ int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel 
         zl_prep_kernel_q4l_avx512(out);
         return 1;
     }
+    if (t == ZL_TYPE_Q8_0 && vbmi) {
+        zl_prep_kernel_q8l_avx512(out);
+        return 1;
+    }
     out->size = q8p_size;
     out->prep = vbmi ? q8p_prep_b8 : q8p_prep_w16;
     if (t == ZL_TYPE_Q4_0) {

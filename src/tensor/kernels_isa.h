@@ -51,8 +51,35 @@ typedef struct zl_prep_kernel {
 int zl_prep_kernel_avx512(zl_type t, zl_prep_kernel *out);
 int zl_prep_kernel_avx512_variant(zl_type t, int vnni, int vbmi, zl_prep_kernel *out);
 int zl_prep_kernel_avx2(zl_type t, zl_prep_kernel *out);
+/* In a block-per-lane kernel file: the one-token and 2..8-token kernels over
+ * the file's always-inline body(w, xp, xstride, n, out, T), and `setter`,
+ * which hands them out with the prepared layout's size_fn / prep_fn. */
+#define ZL_PREP_KERNEL_SET(setter, size_fn, prep_fn, body)                                                  \
+    static float body##_1(const void *w, const void *xp, int64_t n) {                                     \
+        float o[1];                                                                                       \
+        body(w, xp, 0, n, o, 1);                                                                          \
+        return o[0];                                                                                      \
+    }                                                                                                     \
+    static void body##_2(const void *w, const void *xp, size_t xs, int64_t n, float *o) { body(w, xp, xs, n, o, 2); } \
+    static void body##_3(const void *w, const void *xp, size_t xs, int64_t n, float *o) { body(w, xp, xs, n, o, 3); } \
+    static void body##_4(const void *w, const void *xp, size_t xs, int64_t n, float *o) { body(w, xp, xs, n, o, 4); } \
+    static void body##_5(const void *w, const void *xp, size_t xs, int64_t n, float *o) { body(w, xp, xs, n, o, 5); } \
+    static void body##_6(const void *w, const void *xp, size_t xs, int64_t n, float *o) { body(w, xp, xs, n, o, 6); } \
+    static void body##_7(const void *w, const void *xp, size_t xs, int64_t n, float *o) { body(w, xp, xs, n, o, 7); } \
+    static void body##_8(const void *w, const void *xp, size_t xs, int64_t n, float *o) { body(w, xp, xs, n, o, 8); } \
+    void setter(zl_prep_kernel *out) {                                                                    \
+        out->size = size_fn, out->prep = prep_fn, out->dot = body##_1;                                    \
+        out->dot2 = body##_2, out->dot3 = body##_3, out->dot4 = body##_4, out->dot5 = body##_5;           \
+        out->dot6 = body##_6, out->dot7 = body##_7, out->dot8 = body##_8;                                 \
+    }
 /* Q4_0 with one block per int32 lane (kernels_q4l_avx512.c); needs VNNI and VBMI. */
 void zl_prep_kernel_q4l_avx512(zl_prep_kernel *out);
+/* Q8_0 with one block per int32 lane (kernels_q8l_avx512.c); needs VNNI and VBMI. */
+void zl_prep_kernel_q8l_avx512(zl_prep_kernel *out);
+/* Q4_0 with one block per int32 lane on AVX2 (kernels_q4l_avx2.c). */
+void zl_prep_kernel_q4l_avx2(zl_prep_kernel *out);
+/* Q8_0 with one block per int32 lane on AVX2 (kernels_q8l_avx2.c). */
+void zl_prep_kernel_q8l_avx2(zl_prep_kernel *out);
 
 /* Prepared Q8_K activation of the AVX-512 Q4_K / Q5_K kernels (layout notes
  * in kernels_avx512.c): sub-block k of qs holds Q8_K sub-block

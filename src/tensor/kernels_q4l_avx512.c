@@ -143,31 +143,7 @@ ZL_INLINE void dotT(const void *w, const void *xp, size_t xstride, int64_t n, fl
     }
 }
 
-static float dot1(const void *w, const void *xp, int64_t n) {
-    float out[1];
-    dotT(w, xp, 0, n, out, 1);
-    return out[0];
-}
-static void dot2(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 2); }
-static void dot3(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 3); }
-static void dot4(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 4); }
-static void dot5(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 5); }
-static void dot6(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 6); }
-static void dot7(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 7); }
-static void dot8(const void *w, const void *xp, size_t xs, int64_t n, float *out) { dotT(w, xp, xs, n, out, 8); }
-
-void zl_prep_kernel_q4l_avx512(zl_prep_kernel *out) {
-    out->size = q4l_size;
-    out->prep = q4l_prep;
-    out->dot = dot1;
-    out->dot2 = dot2;
-    out->dot3 = dot3;
-    out->dot4 = dot4;
-    out->dot5 = dot5;
-    out->dot6 = dot6;
-    out->dot7 = dot7;
-    out->dot8 = dot8;
-}
+ZL_PREP_KERNEL_SET(zl_prep_kernel_q4l_avx512, q4l_size, q4l_prep, dotT)
 
 #if defined(__clang__)
 #pragma clang attribute pop

@@ -544,9 +544,9 @@ Test(vec_dot, prepared_kernels_avx2) {
                 REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s dot4 n=%ld tok %d: got %.9g ref %.9g", tname(t),
                         (long)n, k, out[k], r);
             }
-            /* Q4_1 / Q5_0 / Q5_1 come in every width 2..8 */
+            /* every listed type comes in every width 2..8 */
             zl_dot_multi_fn fs[7] = {pk.dot2, pk.dot3, pk.dot4, pk.dot5, pk.dot6, pk.dot7, pk.dot8};
-            if (t == ZL_TYPE_Q4_1 || t == ZL_TYPE_Q5_0 || t == ZL_TYPE_Q5_1) {
+            {
                 uint8_t *xp8 = aligned_alloc(64, 8 * ps), *x1 = malloc(xs);
                 float one[8], many[8];
                 for (int k = 0; k < 8; k++) {

@@ -6,6 +6,7 @@
 # temporary left), an unreachable index, unknown names, --help.
 # usage: models_fetch.sh BIN ROOT   (BIN is unused)
 # Skipped (exit 77) without python3 -m pip; ZL_TEST_STRICT=1 (CI) fails instead.
+# needs: loopback
 # labels: pip
 set -uo pipefail
 if ! python3 -m pip --version >/dev/null 2>&1; then

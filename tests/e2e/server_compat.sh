@@ -2,6 +2,7 @@
 # server_compat.sh — `zerolayer serve` against the official OpenAI and
 # Anthropic npm SDKs (tests/compat/run.mjs).  usage: server_compat.sh BIN ROOT
 # Skipped (exit 77) when the npm clients are not installed (make sdks).
+# needs: loopback
 # labels: npm
 # needs: test-hooks (ZL_TEST_STEP_MS)
 set -euo pipefail

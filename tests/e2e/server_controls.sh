@@ -2,6 +2,7 @@
 # server_controls.sh — per-request verification ring and KV slicing controls of
 # `zerolayer serve` (tests/compat/controls.mjs).  usage: server_controls.sh BIN ROOT
 # Skipped (exit 77) when the npm clients are not installed (make sdks).
+# needs: loopback
 # labels: npm
 # needs: test-hooks (ZL_TEST_STEP_MS)
 set -euo pipefail

@@ -8,6 +8,7 @@
 # any key check, replies to that origin carry Access-Control-Allow-Origin,
 # other origins get nothing, and the JSON-only rule still holds.
 # usage: server_cors.sh BIN ROOT
+# needs: loopback
 set -euo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

@@ -3,6 +3,7 @@
 # (tenant boundaries of batches and sessions, oversized bodies, slowloris,
 # idle timeouts; see server_hostile.py).  usage: server_hostile.sh BIN ROOT
 # needs: test-hooks (ZL_TEST_STEP_MS)
+# needs: loopback
 set -euo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

@@ -4,6 +4,7 @@
 # template is an HTTP 400 in each API's error shape carrying the template's
 # message, and bad template options fail at start with one clear line.
 # usage: server_jinja.sh BIN ROOT
+# needs: loopback
 set -euo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

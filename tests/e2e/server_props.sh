@@ -9,6 +9,7 @@
 # one case is that model with its own template: chat_template must be the
 # file's tokenizer.chat_template.
 # usage: server_props.sh BIN ROOT [MODEL]
+# needs: loopback
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

@@ -2,6 +2,7 @@
 # server_sessions.sh — sessions, prefix cache and typing-ahead prefill of
 # `zerolayer serve` (tests/compat/sessions.mjs).  usage: server_sessions.sh BIN ROOT
 # Skipped (exit 77) when the npm clients are not installed (make sdks).
+# needs: loopback
 # labels: npm
 # needs: test-hooks (ZL_TEST_STEP_MS)
 set -euo pipefail

@@ -19,6 +19,7 @@
 #   - a learned-codec snapshot is smaller than the exact one and restores;
 #   - /metrics counts snapshots by result.
 # usage: server_state.sh BIN ROOT
+# needs: loopback
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

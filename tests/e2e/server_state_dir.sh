@@ -16,6 +16,7 @@
 #   - past --session-kv-mb the LRU idle session is spilled to DIR, not
 #     evicted, and its next turn brings it back with the re-prefill text.
 # usage: server_state_dir.sh BIN ROOT
+# needs: loopback
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

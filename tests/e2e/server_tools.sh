@@ -15,6 +15,7 @@
 #     syntax (line and column), unknown tool name, tool_choice without tools,
 #     unknown block types, server tools, a bad thinking type.
 # usage: server_tools.sh BIN ROOT
+# needs: loopback
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

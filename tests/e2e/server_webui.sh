@@ -5,6 +5,7 @@
 # error shape, /health and the API unchanged); and the page a build without
 # node or web/node_modules embeds (cmake/webui.cmake's fallback, compiled here).
 # usage: server_webui.sh BIN ROOT
+# needs: loopback
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

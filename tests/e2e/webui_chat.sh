@@ -3,6 +3,7 @@
 # (tests/webui/chat_page.mjs); screenshots in BUILD/webui.  usage: webui_chat.sh BIN ROOT
 # Skipped (exit 77) without node, chromium or web/node_modules (make webui);
 # a failure under ZL_TEST_STRICT=1.
+# needs: loopback
 # labels: npm webui
 # needs: test-hooks (ZL_TEST_STEP_MS)
 set -euo pipefail

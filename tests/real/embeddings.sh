@@ -10,16 +10,16 @@
 #   - the official npm and Python OpenAI clients (which ask for base64 and
 #     decode it) get exactly the same vectors (tests/compat/embeddings_real.*).
 # usage: embeddings.sh ZL_BINARY ROOT   (run through need_models.sh)
+# needs: loopback
+# labels: npm python
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)
 . "$ROOT/tests/real/serve_lib.sh"
 MODEL=$(zl_model_file smollm2-135m) || { echo "FAIL: smollm2-135m is not cached"; exit 1; }
 COMPAT="$ROOT/tests/compat"
-if [ ! -d "$COMPAT/node_modules/openai" ]; then
-    (cd "$COMPAT" && npm ci --no-audit --no-fund) || { echo "FAIL: npm ci in tests/compat"; exit 1; }
-fi
-PY=$("$COMPAT/pyenv.sh") || { echo "FAIL: cannot set up the Python SDKs (tests/compat/pyenv.sh)"; exit 1; }
+"$COMPAT/need_sdks.sh" node python || exit $?
+PY=$("$COMPAT/pyenv.sh" --check) || { echo "FAIL: tests/compat/pyenv.sh --check"; exit 1; }
 FIX="$ROOT/tests/fixtures/real/smollm2-135m/embeddings.json"
 fails=0
 

@@ -8,6 +8,7 @@
 #   - bad maps are 400s in OpenAI's shape naming the id and the vocabulary.
 # Token ids come from the server's /tokenize; generated tokens from logprobs.
 # usage: logit_bias.sh ZL_BINARY ROOT   (run through need_models.sh)
+# needs: loopback
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

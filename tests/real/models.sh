@@ -15,6 +15,8 @@
 #     files' bytes (LRU idle ones make room; one that can never fit is a 400);
 #   - --models-dir serves every .gguf of a directory.
 # usage: models.sh ZL_BINARY ROOT   (run through need_models.sh)
+# needs: loopback
+# labels: npm python
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)
@@ -22,10 +24,8 @@ ROOT=$(cd "$2" && pwd)
 SMALL=$(zl_model_file smollm2-135m) || { echo "FAIL: smollm2-135m is not cached"; exit 1; }
 TINY="$ROOT/models/stories260K.gguf"
 COMPAT="$ROOT/tests/compat"
-if [ ! -d "$COMPAT/node_modules/openai" ]; then
-    (cd "$COMPAT" && npm ci --no-audit --no-fund) || { echo "FAIL: npm ci in tests/compat"; exit 1; }
-fi
-PY=$("$COMPAT/pyenv.sh") || { echo "FAIL: cannot set up the Python SDKs (tests/compat/pyenv.sh)"; exit 1; }
+"$COMPAT/need_sdks.sh" node python || exit $?
+PY=$("$COMPAT/pyenv.sh" --check) || { echo "FAIL: tests/compat/pyenv.sh --check"; exit 1; }
 fails=0
 stop_server() { kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null; SRV=; }
 

@@ -11,6 +11,7 @@
 #     delta.reasoning_content), never into content; reasoning_effort is
 #     checked (an unknown value is a 400 naming it).
 # usage: reasoning.sh ZL_BINARY ROOT   (run through need_models.sh)
+# needs: loopback
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)

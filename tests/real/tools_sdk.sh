@@ -7,6 +7,7 @@
 # auto is tested too.
 # usage: tools_sdk.sh ZL_BINARY ROOT MODEL_NAME   (run through need_models.sh)
 # Skipped (exit 77) when the SDK clients are not installed (make sdks).
+# needs: loopback
 # labels: npm python
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")

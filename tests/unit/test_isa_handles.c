@@ -23,7 +23,15 @@
 #define FIX ZL_ROOT "/tests/fixtures/"
 
 enum { P = 6, N = 24 };
-#define ZL_TIE 0.1f
+/* How far two levels' logits may part.  F32 weights: rounding only.  Weights
+ * whose dot products quantise the activations to 8 bits: an activation that
+ * lands on a rounding tie of that quantiser (x/d = k + 0.5 exactly in one
+ * summation order, a few ulp off in the other) goes to the neighbouring step,
+ * and one such flip moves this model's logits by up to about 0.06.  The same
+ * tolerance decides the near ties: a step whose top two logits are closer
+ * than twice it ends the comparison, since either pick is right there. */
+#define ZL_TOL_F32 0.05f
+#define ZL_TOL_QUANT 0.1f
 
 typedef struct {
     zl_llm *llm;
@@ -87,7 +95,7 @@ static void same_bits(const run *a, const run *b, const char *what) {
     }
 }
 
-static void check(const char *path, zl_isa level, int min_steps) {
+static void check(const char *path, zl_isa level, int min_steps, float tol) {
     if (level > zl_cpu_max_isa()) cr_skip_test("ISA level %s is not available on this CPU", zl_isa_name(level));
     zl_llm *a = open_at(path, "scalar"), *b = open_at(path, zl_isa_name(level));
     cr_assert_str_eq(zl_llm_isa(a), "scalar");
@@ -117,8 +125,8 @@ static void check(const char *path, zl_isa level, int min_steps) {
     same_bits(&ref_b, &ib, "the other handle beside the scalar one, in turn");
     same_bits(&ref_b, &tb, "the other handle beside the scalar one, on two threads");
     /* the levels pick the same greedy tokens and agree on the logits within
-     * rounding, up to the first near tie of the scalar handle (top two within
-     * ZL_TIE: either pick is right there, and the sequences part after it) */
+     * tol, up to the first near tie of the scalar handle (top two within
+     * 2 tol: either pick is right there, and the sequences part after it) */
     size_t nv = (size_t)zl_llm_n_vocab(a);
     double worst = 0;
     int compared = 0;
@@ -129,7 +137,7 @@ static void check(const char *path, zl_isa level, int min_steps) {
             if (la[v] > top) { second = top; top = la[v]; }
             else if (la[v] > second) second = la[v];
         }
-        if (top - second < ZL_TIE) break;
+        if (top - second < 2 * tol) break;
         for (size_t v = 0; v < nv; v++) {
             double d = fabs((double)la[v] - lb[v]);
             if (d > worst) worst = d;
@@ -138,7 +146,7 @@ static void check(const char *path, zl_isa level, int min_steps) {
                      zl_isa_name(level), ref_b.toks[i]);
         compared++;
     }
-    cr_expect(worst < ZL_TIE / 2, "%s: scalar vs %s logits differ by up to %g", path, zl_isa_name(level), worst);
+    cr_expect(worst < tol, "%s: scalar vs %s logits differ by up to %g", path, zl_isa_name(level), worst);
     cr_expect_geq(compared, min_steps, "%s: only %d greedy steps before a near tie", path, compared);
     /* and they are two levels: their kernels sum in different orders */
     cr_expect(worst > 0, "%s: scalar and %s logits are bit-identical: one kernel table for both?", path,
@@ -170,12 +178,12 @@ Test(isa_handles, bad_level_is_an_error) {
 #if defined(__aarch64__)
 /* F32 weights only: the quantised NEON kernels return the reference's bits,
  * so a quantised model cannot tell a NEON table from the scalar one */
-Test(isa_handles, neon_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_NEON, N); }
-Test(isa_handles, neon_i8mm_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_NEON_I8MM, N); }
+Test(isa_handles, neon_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_NEON, N, ZL_TOL_F32); }
+Test(isa_handles, neon_i8mm_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_NEON_I8MM, N, ZL_TOL_F32); }
 #else
-Test(isa_handles, avx2_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_AVX2, N); }
-Test(isa_handles, avx2_beside_scalar_q4_0) { check(FIX "logits/synth-small-Q4_0.gguf", ZL_ISA_AVX2, 1); }
-Test(isa_handles, avx512_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_AVX512, N); }
-Test(isa_handles, avx512_beside_scalar_q4_0) { check(FIX "logits/synth-small-Q4_0.gguf", ZL_ISA_AVX512, 1); }
-Test(isa_handles, avx512_beside_scalar_q4_k_m) { check(FIX "logits/synth-small-Q4_K_M.gguf", ZL_ISA_AVX512, 1); }
+Test(isa_handles, avx2_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_AVX2, N, ZL_TOL_F32); }
+Test(isa_handles, avx2_beside_scalar_q4_0) { check(FIX "logits/synth-small-Q4_0.gguf", ZL_ISA_AVX2, 1, ZL_TOL_QUANT); }
+Test(isa_handles, avx512_beside_scalar_f32) { check(ZL_ROOT "/models/stories260K.gguf", ZL_ISA_AVX512, N, ZL_TOL_F32); }
+Test(isa_handles, avx512_beside_scalar_q4_0) { check(FIX "logits/synth-small-Q4_0.gguf", ZL_ISA_AVX512, 1, ZL_TOL_QUANT); }
+Test(isa_handles, avx512_beside_scalar_q4_k_m) { check(FIX "logits/synth-small-Q4_K_M.gguf", ZL_ISA_AVX512, 1, ZL_TOL_QUANT); }
 #endif

@@ -32,7 +32,11 @@ typedef struct sess {
     uint8_t *coded;         /* the state coded while idle (zl_sessions_codec), seq NULL then */
     size_t coded_bytes;
     int coded_tokens;
-    int coding;             /* the sweeper is coding seq without the lock: wait (wait_coding) */
+    int coding;             /* the sweeper is coding or sealing seq without the lock: wait (wait_coding) */
+    uint64_t version;       /* bumped whenever the state a store would hold changes */
+    uint64_t saved_version; /* the version last written to the state store */
+    int turns, saved_turns; /* completed requests, and their count at the last write */
+    double persist_retry;   /* monotonic ms before which a failed write is not retried */
     struct sess *next;
 } sess;
 
@@ -76,6 +80,8 @@ struct zl_sessions {
     pthread_cond_t spare_cv;
     uint64_t coded_total, decoded_total, encoded_bytes, decoded_bytes;
     double encode_ms, decode_ms;
+    uint64_t persisted_total, persist_failed_total;
+    double persist_seal_ms, persist_put_ms;
 };
 
 typedef struct hook_ud {
@@ -171,6 +177,79 @@ static void enforce_budget(zl_sessions *s) {
     }
 }
 
+/* Under mu: is the state store behind this session?  (Coding waits for the
+ * write: the seal callback reads a sequence, not a code.) */
+static int persist_pending(const zl_sessions *s, const sess *x) {
+    return s->o.persist.put && x->version != x->saved_version;
+}
+
+/* Under mu: is x due for a write now? */
+static int persist_due(const zl_sessions *s, const sess *x, double now) {
+    const zl_sessions_persist *p = &s->o.persist;
+    if (!persist_pending(s, x) || x->state != ZL_SESS_OK || x->busy || x->seq_out || x->coding || !x->seq ||
+        x->prefill_at || now < x->persist_retry)
+        return 0;
+    return (p->idle_s > 0 && now - x->last_used >= p->idle_s * 1e3) ||
+           (p->every_turns > 0 && x->turns - x->saved_turns >= p->every_turns);
+}
+
+/* Under mu (dropped while sealing and writing): write the sessions that are
+ * due, oldest first, at most a few a sweep so expiry is never held up long. */
+static void persist_some(zl_sessions *s) {
+    const zl_sessions_persist *p = &s->o.persist;
+    if (!p->put) return;
+    for (int k = 0; k < 4; k++) {
+        double now = zl_now_ms(), wall = zl_wall_s();
+        sess *x = NULL;
+        for (sess *y = s->head; y; y = y->next)
+            if (persist_due(s, y, now) && (!x || y->last_used < x->last_used)) x = y;
+        if (!x) return;
+        zl_session_ref ref;
+        snprintf(ref.id, sizeof ref.id, "%s", x->id);
+        snprintf(ref.tenant, sizeof ref.tenant, "%s", x->tenant);
+        ref.created_unix = x->created_unix;
+        ref.last_used_unix = wall - (now - x->last_used) / 1e3;
+        uint64_t version = x->version;
+        int turns = x->turns;
+        char *hist = x->history ? strdup(x->history) : NULL;
+        int oom = x->history && !hist;
+        x->coding = 1;
+        zl_seq *q = x->seq;
+        pthread_mutex_unlock(&s->mu);
+        uint8_t *blob = NULL;
+        size_t n = 0;
+        double t0 = zl_now_ms();
+        int rc = oom ? ZL_ENOMEM : p->seal(p->ud, &ref, q, hist, &blob, &n);
+        double t1 = zl_now_ms();
+        free(hist);
+        pthread_mutex_lock(&s->mu);
+        x->coding = 0;
+        if (x->state != ZL_SESS_OK) { /* killed meanwhile: its sequence was left to us */
+            seq_destroy(q);
+            x->seq = NULL;
+            rc = ZL_EINVAL;
+        }
+        pthread_cond_broadcast(&s->home_cv);
+        if (!rc) {
+            pthread_mutex_unlock(&s->mu);
+            rc = p->put(p->ud, &ref, blob, n);
+            pthread_mutex_lock(&s->mu);
+        }
+        free(blob);
+        s->persist_seal_ms += t1 - t0;
+        s->persist_put_ms += zl_now_ms() - t1;
+        if (rc) {
+            s->persist_failed_total++;
+            /* x may have gone meanwhile (a tombstone stays in the list for minutes, so the pointer is good) */
+            x->persist_retry = zl_now_ms() + ZL_SESS_PERSIST_RETRY_MS;
+            continue;
+        }
+        s->persisted_total++;
+        if (x->saved_version < version) x->saved_version = version;
+        if (x->saved_turns < turns) x->saved_turns = turns;
+    }
+}
+
 /* Under mu (dropped while coding): code the session idle longest past
  * codec.idle_s, if any.  One a sweep, so expiry is never held up long. */
 static void code_one(zl_sessions *s) {
@@ -180,7 +259,8 @@ static void code_one(zl_sessions *s) {
     sess *x = NULL;
     for (sess *y = s->head; y; y = y->next)
         if (y->state == ZL_SESS_OK && !y->busy && !y->seq_out && !y->coding && y->seq && !y->prefill_at &&
-            zl_seq_n_past(y->seq) > 0 && now - y->last_used > c->idle_s * 1e3 && (!x || y->last_used < x->last_used))
+            zl_seq_n_past(y->seq) > 0 && now - y->last_used > c->idle_s * 1e3 && !persist_pending(s, y) &&
+            (!x || y->last_used < x->last_used))
             x = y;
     if (!x) return;
     x->coding = 1;
@@ -231,6 +311,7 @@ void zl_sessions_sweep(zl_sessions *s) {
         }
         pp = &x->next;
     }
+    persist_some(s);
     code_one(s);
     pthread_mutex_unlock(&s->mu);
 }
@@ -423,6 +504,12 @@ zl_sess_status zl_sessions_create(zl_sessions *s, const char *id, const char *te
     x->created_unix = created_unix;
     x->last_used = zl_now_ms();
     pthread_mutex_lock(&s->mu);
+    sess *same = find(s, id);
+    if (same && same->state == ZL_SESS_OK) { /* a restore racing another (load on a miss): one wins */
+        pthread_mutex_unlock(&s->mu);
+        free(x);
+        return ZL_SESS_BUSY;
+    }
     int live = 0;
     sess *lru = NULL;
     for (sess *y = s->head; y; y = y->next) {
@@ -493,6 +580,7 @@ zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *ten
         free(x->history);
         x->history = NULL;
         x->last_used = zl_now_ms();
+        x->version++;
     }
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -528,6 +616,7 @@ void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t
                 h[len] = 0;
                 free(x->history);
                 x->history = h;
+                x->version++;
             }
         }
     }
@@ -739,6 +828,8 @@ static void hook_release(void *ud, zl_seq *q, zl_finish why) {
         } else {
             x->committed = zl_seq_n_past(x->seq);
             x->prefill_at = 0;
+            x->turns++;
+            x->version++;
         }
         enforce_budget(s);
     }
@@ -785,6 +876,10 @@ void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
     st->spares_made = s->spares_made;
     st->spares_taken = s->spares_taken;
     st->spares_taken_part = s->spares_taken_part;
+    st->persisted_total = s->persisted_total;
+    st->persist_failed_total = s->persist_failed_total;
+    st->persist_seal_ms = s->persist_seal_ms;
+    st->persist_put_ms = s->persist_put_ms;
     pthread_mutex_unlock(&s->mu);
     zl_pcache_stats_get(s->pcache, &st->pcache);
 }

@@ -69,6 +69,7 @@ int zl_sessions_setup(zl_srv *srv, zl_err *err) {
     };
     int rc = zl_state_setup(srv, err);
     if (!rc) rc = zl_state_idle_codec(srv, &so.codec, err);
+    if (!rc) rc = zl_state_store_setup(srv, &so.persist, err);
     if (!rc) rc = zl_sessions_new(&srv->sessions, &so, err);
     if (rc) zl_state_free(srv);
     return rc;
@@ -165,6 +166,28 @@ static enum MHD_Result bad_token(zl_req *r) {
                       "session token rejected: it is malformed, altered, forged, or belongs to another tenant");
 }
 
+/* ---------------- sessions held elsewhere (the state store) ---------------- */
+
+/* A session this replica does not hold (never had, or evicted for memory)
+ * may be in the state store: another replica wrote it, or this one did
+ * before it restarted.  Load it, then look again.  *down: the store did not
+ * answer, so "unknown" is not known. */
+static int held_or_loaded(zl_srv *srv, const char *id, const char *tenant, int *down) {
+    *down = 0;
+    if (!srv->store) return 0;
+    zl_session_info in;
+    zl_sess_status st = zl_sessions_info(srv->sessions, id, tenant, &in);
+    if (st != ZL_SESS_UNKNOWN && st != ZL_SESS_EVICTED) return 0;
+    zl_fetch_result fr = zl_state_store_fetch(srv, id, tenant);
+    *down = fr == ZL_FETCH_DOWN;
+    return fr == ZL_FETCH_LOADED;
+}
+
+static enum MHD_Result store_down(zl_req *r, const char *id) {
+    return zl_reply_error(r, ZL_E_UNAVAILABLE, NULL,
+                          "session %s is not on this replica and the state store does not answer; retry shortly", id);
+}
+
 /* ---------------- per generation request ---------------- */
 
 static const char *token_from(zl_req *r, json_t *body) {
@@ -212,9 +235,13 @@ int zl_sess_open(zl_req *r, json_t *body, const char *user, zl_sess_req **out) {
             free(c);
             return -1;
         }
+        int down = 0;
         zl_sess_status st = zl_sessions_begin(r->srv->sessions, c->id, c->tenant);
+        if ((st == ZL_SESS_UNKNOWN || st == ZL_SESS_EVICTED) && held_or_loaded(r->srv, c->id, c->tenant, &down))
+            st = zl_sessions_begin(r->srv->sessions, c->id, c->tenant);
         if (st != ZL_SESS_OK) {
-            status_reply(r, st, c->id);
+            if (down && st == ZL_SESS_UNKNOWN) store_down(r, c->id);
+            else status_reply(r, st, c->id);
             free(c);
             return -1;
         }
@@ -470,6 +497,9 @@ static enum MHD_Result sess_op_run(zl_req *r, json_t *b, sess_op op) {
     zl_sess_status st;
     if (!tok) return sess_error(r, 403, "missing_token", "this route needs the session token (X-Zerolayer-Session)");
     if (zl_sess_token_check(r->srv->sess_secret, r->srv->sess_secret_len, tok, tenant, tid, sizeof tid) || strcmp(tid, id)) return bad_token(r);
+    int down = 0;
+    held_or_loaded(r->srv, id, tenant, &down);
+    if (down && zl_sessions_info(ss, id, tenant, &(zl_session_info){0}) == ZL_SESS_UNKNOWN) return store_down(r, id);
     switch (op) {
     case SESS_GET: {
         zl_session_info in;
@@ -478,6 +508,7 @@ static enum MHD_Result sess_op_run(zl_req *r, json_t *b, sess_op op) {
     }
     case SESS_DELETE:
         st = zl_sessions_delete(ss, id, tenant);
+        if (!st) zl_state_store_drop(r->srv, id, tenant);
         return st ? status_reply(r, st, id)
                   : zl_reply_json(r, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "session", "deleted", 1),
                                   NULL);
@@ -540,4 +571,15 @@ void zl_sessions_metrics(zl_srv *srv, zl_buf *o) {
                   st.pcache.entries, st.active, (unsigned long long)st.expired_total,
                   (unsigned long long)st.evicted_total, st.kv_bytes, st.coded, (unsigned long long)st.coded_total,
                   (unsigned long long)st.decoded_total, st.encode_ms / 1e3, st.decode_ms / 1e3);
+    if (srv->store)
+        zl_buf_printf(o,
+                      "# HELP zerolayer_sessions_persisted_total Idle or every-N-turns writes of a session to the state store.\n"
+                      "# TYPE zerolayer_sessions_persisted_total counter\nzerolayer_sessions_persisted_total %llu\n"
+                      "# HELP zerolayer_sessions_persist_failed_total Such writes that failed (retried later).\n"
+                      "# TYPE zerolayer_sessions_persist_failed_total counter\nzerolayer_sessions_persist_failed_total %llu\n"
+                      "# HELP zerolayer_sessions_persist_seal_seconds_total Time sealing sessions for the state store.\n"
+                      "# TYPE zerolayer_sessions_persist_seal_seconds_total counter\nzerolayer_sessions_persist_seal_seconds_total %.6f\n",
+                      (unsigned long long)st.persisted_total, (unsigned long long)st.persist_failed_total,
+                      st.persist_seal_ms / 1e3);
+    zl_state_store_metrics(srv, o);
 }

@@ -586,6 +586,25 @@ zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *ten
     return st;
 }
 
+zl_sess_status zl_sessions_forget(zl_sessions *s, const char *id, const char *tenant) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup_idle(s, id, tenant, &x);
+    if (st == ZL_SESS_OK) {
+        for (sess **pp = &s->head; *pp; pp = &(*pp)->next)
+            if (*pp == x) {
+                *pp = x->next;
+                break;
+            }
+        seq_destroy(x->seq);
+        free(x->coded);
+        free(x->history);
+        free(x);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
 zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *tenant) {
     pthread_mutex_lock(&s->mu);
     sess *x;

@@ -145,6 +145,10 @@ int zl_sessions_list(zl_sessions *s, zl_session_ref **out);
  * committed) and history (may be NULL).  Takes seq on ZL_SESS_OK. */
 zl_sess_status zl_sessions_create_with(zl_sessions *s, const char *id, const char *tenant, double created_unix,
                                        zl_seq *seq, const char *history, size_t len, zl_session_info *info);
+/* Let go of an idle session without a tombstone: it is in a state store
+ * now, and the next request for it, on this process or another, loads it
+ * from there.  Its KV is zeroed. */
+zl_sess_status zl_sessions_forget(zl_sessions *s, const char *id, const char *tenant);
 /* Drop the cached tokens and zero their KV memory; the session stays. */
 zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *tenant);
 /* A request starts on the session: marks it busy (one request at a time). */

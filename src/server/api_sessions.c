@@ -353,6 +353,11 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     free(si.history);
     if (st != ZL_SESS_OK) zl_state_seq_free(restored);
     if (st != ZL_SESS_OK) return status_reply(r, st, id);
+    /* With a state store the new session goes there at once and not stays here: the load balancer routes its
+     * requests by the token, which may lead to another replica, and a copy kept here would go stale.  If the
+     * store does not answer, the session is local only (store.c warned). */
+    if (r->srv->store && !zl_state_store_write_now(r->srv, id, tenant, (double)ms / 1e3))
+        zl_sessions_forget(r->srv->sessions, id, tenant);
     char token[200];
     if (zl_sess_token_make(r->srv->sess_secret, r->srv->sess_secret_len, id, tenant, created, token, sizeof token))
         return zl_reply_error(r, ZL_E_INTERNAL, NULL, "cannot mint a token for session %s", id);

@@ -213,6 +213,9 @@ int zl_state_store_setup(zl_srv *srv, zl_sessions_persist *p, zl_err *err);
 void zl_state_store_free(zl_srv *srv);
 int zl_state_store_load_all(zl_srv *srv, zl_err *err);
 void zl_state_store_save_all(zl_srv *srv);
+/* Write one session now (a new or restored session, before its token goes
+ * out: the next request may reach another replica); 0 when written. */
+int zl_state_store_write_now(zl_srv *srv, const char *id, const char *tenant, double created_unix);
 zl_fetch_result zl_state_store_fetch(zl_srv *srv, const char *id, const char *tenant);
 void zl_state_store_drop(zl_srv *srv, const char *id, const char *tenant);
 void zl_state_store_metrics(zl_srv *srv, zl_buf *out);

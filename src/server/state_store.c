@@ -157,6 +157,16 @@ static int save_one(zl_srv *srv, const zl_session_ref *ref) {
     return rc;
 }
 
+int zl_state_store_write_now(zl_srv *srv, const char *id, const char *tenant, double created_unix) {
+    if (!srv->store) return 0;
+    zl_session_ref ref;
+    snprintf(ref.id, sizeof ref.id, "%s", id);
+    snprintf(ref.tenant, sizeof ref.tenant, "%s", tenant);
+    ref.created_unix = created_unix;
+    ref.last_used_unix = zl_wall_s();
+    return save_one(srv, &ref);
+}
+
 void zl_state_store_save_all(zl_srv *srv) {
     if (!srv->store || !srv->sessions) return;
     zl_session_ref *refs;

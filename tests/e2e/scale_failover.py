@@ -27,24 +27,23 @@ shipped, only the ports rewritten).  Checks:
      and show zerolayer_state_store_up 0.
 Prints the failover time (kill -> first token of the next turn elsewhere)."""
 import hashlib
-import http.client
-import json
 import os
-import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scale_lib import Cluster, metrics, request, stream  # noqa: E402
+
 BIN, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-MODEL = os.path.join(ROOT, 'models', 'stories260K.gguf')
-T = tempfile.mkdtemp(prefix='zl_scale_')
+# streams last long enough to be caught by a SIGTERM (ZL_TEST_STEP_MS: the test build's engine step)
+C = Cluster(BIN, ROOT, os.path.join(ROOT, 'models', 'stories260K.gguf'), 3,
+            ['-t', '1', '--ctx', '512', '--parallel', '8', '--store-every', '2', '--store-idle', '600',
+             '--drain-timeout', '20'], {'ZL_TEST_STEP_MS': '6'})
+PORTS, replicas = C.ports, C.replicas
 fails = []
-procs = []
 
 
 def check(ok, what):
@@ -53,192 +52,13 @@ def check(ok, what):
         fails.append(what)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, secs=30):
-    end = time.time() + secs
-    while time.time() < end:
-        if proc is not None and proc.poll() is not None:
-            return False
-        try:
-            socket.create_connection(('127.0.0.1', port), 0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-# ---------------------------------------------------------------- processes
-
-RP, NP = free_port(), free_port()
-PORTS = [free_port() for _ in range(3)]
-KEY, SECRET = os.path.join(T, 'state.key'), os.path.join(T, 'session.secret')
-with open(KEY, 'wb') as f:
-    f.write(os.urandom(48))
-with open(SECRET, 'wb') as f:
-    f.write(os.urandom(32))
-
-redis = None
-
-
-def start_redis():
-    global redis
-    os.makedirs(os.path.join(T, 'redis'), exist_ok=True)
-    redis = subprocess.Popen(['redis-server', '--port', str(RP), '--bind', '127.0.0.1', '--save', '',
-                              '--appendonly', 'no', '--dir', os.path.join(T, 'redis')],
-                             stdout=open(os.path.join(T, 'redis.log'), 'w'), stderr=subprocess.STDOUT)
-    procs.append(redis)
-    if not wait_port(RP, redis):
-        sys.exit('FAIL: redis-server did not start: ' + open(os.path.join(T, 'redis.log')).read())
-
-
-replicas = [None, None, None]
-
-
-def start_replica(i):
-    log = os.path.join(T, 'replica%d.log' % i)
-    env = dict(os.environ, ZL_TEST_STEP_MS='6')  # streams last long enough to be caught by a SIGTERM
-    p = subprocess.Popen([BIN, 'serve', '-m', MODEL, '--port', str(PORTS[i]), '-t', '1', '--ctx', '512',
-                          '--parallel', '8', '--state-store', 'redis://127.0.0.1:%d/0' % RP,
-                          '--state-key-file', KEY, '--session-secret-file', SECRET, '--store-every', '2',
-                          '--store-idle', '600', '--drain-timeout', '20'],
-                         stdout=subprocess.DEVNULL, stderr=open(log, 'a'), env=env)
-    procs.append(p)
-    replicas[i] = p
-    if not wait_port(PORTS[i], p):
-        sys.exit('FAIL: replica %d did not start:\n%s' % (i, open(log).read()))
-    return p
-
-
-def start_nginx():
-    pre = os.path.join(T, 'nginx')
-    for d in ('logs', 'tmp', 'nginx'):
-        os.makedirs(os.path.join(pre, d), exist_ok=True)
-    shutil.copy(os.path.join(ROOT, 'deploy', 'nginx.conf'), os.path.join(pre, 'nginx.conf'))
-    site = open(os.path.join(ROOT, 'deploy', 'nginx', 'zerolayer.conf')).read()
-    n_listen = site.count('listen 127.0.0.1:8080;')
-    site = site.replace('listen 127.0.0.1:8080;', 'listen 127.0.0.1:%d;' % NP)
-    n_up = 0
-    for i, port in enumerate(PORTS):
-        old = 'server 127.0.0.1:%d ' % (8081 + i)
-        n_up += site.count(old)
-        site = site.replace(old, 'server 127.0.0.1:%d ' % port)
-    global NGINX_FAIL_TIMEOUT
-    ft = re.findall(r'fail_timeout=(\d+)s', site)
-    NGINX_FAIL_TIMEOUT = max(int(x) for x in ft) if ft else 10
-    if n_listen != 1 or n_up != 3:
-        sys.exit('FAIL: deploy/nginx/zerolayer.conf no longer has the shape this test rewrites (listen 8080, '
-                 'servers 8081-8083)')
-    with open(os.path.join(pre, 'nginx', 'zerolayer.conf'), 'w') as f:
-        f.write(site)
-    glob = 'daemon off;' + (' user root;' if os.geteuid() == 0 else '')  # root: workers may write PREFIX/tmp
-    p = subprocess.Popen(['nginx', '-p', pre + '/', '-c', os.path.join(pre, 'nginx.conf'), '-g', glob],
-                         stdout=open(os.path.join(T, 'nginx.out'), 'w'), stderr=subprocess.STDOUT)
-    procs.append(p)
-    if not wait_port(NP, p):
-        sys.exit('FAIL: nginx did not start: ' + open(os.path.join(T, 'nginx.out')).read())
-    return p
-
-
-# ---------------------------------------------------------------- HTTP
-
-def request(port, method, path, body=None, user=None, token=None, timeout=60):
-    h = {'content-type': 'application/json'}
-    if user:
-        h['X-Zerolayer-User'] = user
-    if token:
-        h['X-Zerolayer-Session'] = token
-    c = http.client.HTTPConnection('127.0.0.1', port, timeout=timeout)
-    try:
-        c.request(method, path, json.dumps(body) if body is not None else None, h)
-        r = c.getresponse()
-        data = r.read()
-        try:
-            j = json.loads(data) if data else None
-        except ValueError:
-            j = {'raw': data[:200].decode('latin-1')}
-        return r.status, j
-    finally:
-        c.close()
-
-
-def stream(port, prompt, user, token=None, max_tokens=20, timeout=60):
-    """A streamed greedy completion: dict(status, text, finish, first (s after start), cached, error)."""
-    h = {'content-type': 'application/json', 'X-Zerolayer-User': user}
-    if token:
-        h['X-Zerolayer-Session'] = token
-    body = {'prompt': prompt, 'max_tokens': max_tokens, 'temperature': 0, 'stream': True,
-            'stream_options': {'include_usage': True}}
-    out = {'status': 0, 'text': '', 'finish': None, 'first': None, 'cached': None, 'error': None, 'done': False}
-    t0 = time.time()
-    c = http.client.HTTPConnection('127.0.0.1', port, timeout=timeout)
-    try:
-        c.request('POST', '/v1/completions', json.dumps(body), h)
-        r = c.getresponse()
-        out['status'] = r.status
-        if r.status != 200:
-            out['error'] = r.read()[:300].decode('utf-8', 'replace')
-            out['retry_after'] = r.getheader('Retry-After')
-            return out
-        while True:
-            line = r.readline()
-            if not line:
-                break
-            line = line.strip()
-            if not line.startswith(b'data: '):
-                continue
-            data = line[6:]
-            if data == b'[DONE]':
-                out['done'] = True
-                break
-            j = json.loads(data)
-            if 'error' in j:
-                out['error'] = str(j['error'])
-                continue
-            for ch in j.get('choices', []):
-                if ch.get('text'):
-                    if out['first'] is None:
-                        out['first'] = time.time() - t0
-                    out['text'] += ch['text']
-                if ch.get('finish_reason'):
-                    out['finish'] = ch['finish_reason']
-            if j.get('usage'):
-                out['cached'] = j['usage'].get('prompt_tokens_details', {}).get('cached_tokens')
-                out['prompt_tokens'] = j['usage'].get('prompt_tokens')
-    except (OSError, http.client.HTTPException, ValueError) as e:
-        out['error'] = '%s: %s' % (type(e).__name__, e)
-    finally:
-        c.close()
-    return out
-
-
-def metrics(port):
-    try:
-        c = http.client.HTTPConnection('127.0.0.1', port, timeout=5)
-        c.request('GET', '/metrics')
-        text = c.getresponse().read().decode()
-        c.close()
-    except OSError:
-        return {}
-    m = {}
-    for line in text.splitlines():
-        if line and not line.startswith('#'):
-            k, _, v = line.rpartition(' ')
-            m[k] = float(v)
-    return m
-
-
 def served(i):
     """Completions answered 200 by replica i so far."""
     return metrics(PORTS[i]).get('zerolayer_requests_total{route="/v1/completions",status="200"}', 0)
 
 
 def which_served(before):
-    alive = [i for i in range(3) if replicas[i].poll() is None]
+    alive = C.alive()
     now = {i: served(i) for i in alive}
     moved = [i for i in alive if now[i] > before.get(i, 0)]
     return moved[0] if len(moved) == 1 else None, now
@@ -256,7 +76,7 @@ def prompt_of(k, outs):
 
 
 def new_session(user):
-    st, j = request(NP, 'POST', '/v1/sessions', {}, user=user)
+    st, j = request(C.np, 'POST', '/v1/sessions', {}, user=user)
     assert st == 200, (st, j)
     return j
 
@@ -266,32 +86,32 @@ def tenant_digest(user):
 
 
 def redis_keys():
-    out = subprocess.run(['redis-cli', '-p', str(RP), '--raw', 'KEYS', 'zerolayer:session:*'], capture_output=True,
+    out = subprocess.run(['redis-cli', '-p', str(C.rp), '--raw', 'KEYS', 'zerolayer:session:*'], capture_output=True,
                          text=True, timeout=10)
     return set(out.stdout.split())
 
 
 def main():
     t_start = time.time()
-    start_redis()
+    C.start_redis()
     for i in range(3):
-        start_replica(i)
-    start_nginx()
+        C.start_replica(i)
+    C.start_nginx()
 
     # 1. readiness
     for i in range(3):
-        log = open(os.path.join(T, 'replica%d.log' % i)).read()
+        log = open(C.log('replica%d' % i)).read()
         st, j = request(PORTS[i], 'GET', '/health')
         check(st == 200 and j.get('status') == 'ok' and log.find('listening on') > log.find('layers'),
               'replica %d listens once its model is loaded, /health 200' % i)
-    st, _ = request(NP, 'GET', '/health')
+    st, _ = request(C.np, 'GET', '/health')
     check(st == 200, 'nginx /health 200')
 
     # the uninterrupted run
     ref_sess = new_session('ref')
     R = []
     for k in range(5):
-        r = stream(NP, prompt_of(k, R), 'ref', ref_sess['token'])
+        r = stream(C.np, prompt_of(k, R), 'ref', ref_sess['token'])
         assert r['status'] == 200 and r['done'], r
         R.append(r['text'])
     check(all(R), 'the uninterrupted 5-turn conversation: %r' % R[:2])
@@ -302,7 +122,7 @@ def main():
     persisted0 = {i: metrics(PORTS[i]).get('zerolayer_sessions_persisted_total', 0) for i in range(3)}
     outs, cached = [], []
     for k in range(2):
-        r = stream(NP, prompt_of(k, outs), 'alice', alice['token'])
+        r = stream(C.np, prompt_of(k, outs), 'alice', alice['token'])
         outs.append(r['text'])
         cached.append(r['cached'])
     y, before = which_served(before)
@@ -319,7 +139,7 @@ def main():
     replicas[y].send_signal(signal.SIGKILL)
     replicas[y].wait()
     t_req = time.time()
-    r = stream(NP, prompt_of(2, outs), 'alice', alice['token'])
+    r = stream(C.np, prompt_of(2, outs), 'alice', alice['token'])
     outs.append(r['text'])
     z, before = which_served(before)
     check(r['status'] == 200 and z is not None and z != y and r['text'] == R[2] and (r['cached'] or 0) > 0,
@@ -336,31 +156,31 @@ def main():
     # turn 3 was the restored session's first: not written (--store-every 2)
     replicas[z].send_signal(signal.SIGKILL)
     replicas[z].wait()
-    r = stream(NP, prompt_of(3, outs), 'alice', alice['token'])
+    r = stream(C.np, prompt_of(3, outs), 'alice', alice['token'])
     outs.append(r['text'])
     w, before = which_served(before)
     check(r['status'] == 200 and w is not None and w not in (y, z) and r['text'] == R[3] and 0 < (r['cached'] or 0)
           <= cached3 + 1, 'SIGKILL of replica %d before turn 3 was written: turn 4 on replica %s re-prefilled from the '
           'history (only %s of %s prompt tokens from the snapshot), text identical' % (z, w, r['cached'],
                                                                                       r.get('prompt_tokens')))
-    r = stream(NP, prompt_of(4, outs), 'alice', alice['token'])
+    r = stream(C.np, prompt_of(4, outs), 'alice', alice['token'])
     outs.append(r['text'])
     check(outs == R, 'all 5 turns equal the uninterrupted run')
 
     # 3. tenants
     bob = new_session('bob')
-    st, j = request(NP, 'POST', '/v1/completions', {'prompt': P[0], 'max_tokens': 4}, user='bob',
+    st, j = request(C.np, 'POST', '/v1/completions', {'prompt': P[0], 'max_tokens': 4}, user='bob',
                     token=alice['token'])
     check(st == 403, "bob with alice's token: %d" % st)
-    st, j = request(NP, 'POST', '/v1/completions', {'prompt': P[0], 'max_tokens': 4}, user='alice',
+    st, j = request(C.np, 'POST', '/v1/completions', {'prompt': P[0], 'max_tokens': 4}, user='alice',
                     token=bob['token'])
     check(st == 403, "alice with bob's token: %d" % st)
-    st, j = request(NP, 'GET', '/v1/sessions/' + alice['id'], user='bob', token=alice['token'])
+    st, j = request(C.np, 'GET', '/v1/sessions/' + alice['id'], user='bob', token=alice['token'])
     check(st == 403, "bob reading alice's session: %d" % st)
-    a1 = stream(NP, P[0] + R[0], 'alice')
-    a2 = stream(NP, P[0] + R[0], 'alice')
-    b1 = stream(NP, P[0] + R[0], 'bob')
-    bs = stream(NP, P[0], 'bob', bob['token'])
+    a1 = stream(C.np, P[0] + R[0], 'alice')
+    a2 = stream(C.np, P[0] + R[0], 'alice')
+    b1 = stream(C.np, P[0] + R[0], 'bob')
+    bs = stream(C.np, P[0], 'bob', bob['token'])
     check(a2['cached'] and a2['cached'] > 0 and b1['cached'] == 0 and b1['text'] == a1['text'] == a2['text'],
           "alice's prefix cache serves alice (%s cached), never bob (%s cached); same text" % (a2['cached'],
                                                                                             b1['cached']))
@@ -371,21 +191,21 @@ def main():
     kb = 'zerolayer:session:%s:%s' % (tenant_digest('bob'), bob['id'])
     check(ka in keys and kb in keys and not any(alice['id'] in k and tenant_digest('alice') not in k for k in keys),
           'Redis holds each session under its own tenant digest (%d keys)' % len(keys))
-    vals = subprocess.run(['redis-cli', '-p', str(RP), '--raw', 'GET', ka], capture_output=True, timeout=10).stdout
+    vals = subprocess.run(['redis-cli', '-p', str(C.rp), '--raw', 'GET', ka], capture_output=True, timeout=10).stdout
     check(len(vals) > 1000 and b'Once upon' not in vals and R[0].encode()[:12] not in vals,
           'the stored session is sealed (%d bytes, no plain text)' % len(vals))
 
     # 4. rolling restart under 8 streams
     for i in (y, z):
-        start_replica(i)
-    time.sleep(NGINX_FAIL_TIMEOUT + 0.3)  # nginx takes back the replicas that were down
+        C.start_replica(i)
+    time.sleep(C.fail_timeout + 0.3)  # nginx takes back the replicas that were down
     stop = threading.Event()
     results, bad, lock = [], [], threading.Lock()
 
     def stateless(u):
         n = 0
         while not stop.is_set():
-            r = stream(NP, P[n % 5] + ' and user %d' % u, 'load%d' % u, max_tokens=48)
+            r = stream(C.np, P[n % 5] + ' and user %d' % u, 'load%d' % u, max_tokens=48)
             n += 1
             with lock:
                 results.append(r)
@@ -400,7 +220,7 @@ def main():
     def conversation(u):
         user = 'conv%d' % u
         while not stop.is_set():
-            st, s = request(NP, 'POST', '/v1/sessions', {}, user=user)
+            st, s = request(C.np, 'POST', '/v1/sessions', {}, user=user)
             if st != 200:
                 with lock:
                     if st != 503:
@@ -409,7 +229,7 @@ def main():
                 continue
             o = []
             while len(o) < 5 and not stop.is_set():
-                r = stream(NP, prompt_of(len(o), o), user, s['token'])
+                r = stream(C.np, prompt_of(len(o), o), user, s['token'])
                 with lock:
                     results.append(r)
                 if r['status'] == 200 and r['done'] and not r['error']:
@@ -450,10 +270,10 @@ def main():
         check(saw503, 'replica %d: /health 503 while draining' % i)
         check(direct.get('done') and direct.get('finish') == 'length',
               'replica %d: the stream running at SIGTERM finished (%s)' % (i, direct.get('finish') or direct))
-        start_replica(i)
+        C.start_replica(i)
         # the rolling procedure (deploy/README.md): the next replica goes once nginx has taken this one back,
         # fail_timeout after its failure
-        time.sleep(NGINX_FAIL_TIMEOUT + 0.3)
+        time.sleep(C.fail_timeout + 0.3)
     time.sleep(0.5)
     stop.set()
     for t in threads:
@@ -467,15 +287,15 @@ def main():
                                                                   (': %r' % bad[:3]) if bad else '', len(conv_ok)))
 
     # 5. Redis outage
-    redis.send_signal(signal.SIGKILL)
-    redis.wait()
-    rs = [stream(NP, P[1], 'outage%d' % u, max_tokens=8) for u in range(4)]
+    C.redis.send_signal(signal.SIGKILL)
+    C.redis.wait()
+    rs = [stream(C.np, P[1], 'outage%d' % u, max_tokens=8) for u in range(4)]
     check(all(r['status'] == 200 and r['done'] for r in rs), 'Redis down: stateless requests succeed (%s)'
           % [r['status'] for r in rs])
-    st, s = request(NP, 'POST', '/v1/sessions', {}, user='outage')
+    st, s = request(C.np, 'POST', '/v1/sessions', {}, user='outage')
     check(st == 200, 'Redis down: a session can still be created (local only): %d' % st)
     downs = [metrics(p).get('zerolayer_state_store_up', 1) for p in PORTS]
-    logs = ''.join(open(os.path.join(T, 'replica%d.log' % i)).read() for i in range(3))
+    logs = ''.join(open(C.log('replica%d' % i)).read() for i in range(3))
     check(0 in downs and 'warning: state store redis://' in logs,
           'the replica that tried warns and shows zerolayer_state_store_up 0 (%s)' % downs)
     print('elapsed %.1f s' % (time.time() - t_start))
@@ -490,21 +310,8 @@ except Exception as e:  # an unexpected exception is a failure with its reason
     traceback.print_exc()
     fails.append(repr(e))
 finally:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-            p.wait()
     if fails:
-        for i in range(3):
-            path = os.path.join(T, 'replica%d.log' % i)
-            if os.path.exists(path):
-                print('--- replica %d log (tail)' % i)
-                print(''.join(open(path).readlines()[-15:]))
-        path = os.path.join(T, 'nginx', 'logs', 'error.log')
-        if os.path.exists(path):
-            print('--- nginx error.log (tail)')
-            print(''.join(open(path).readlines()[-25:]))
-    if not os.environ.get('ZL_KEEP_TMP'):
-        shutil.rmtree(T, ignore_errors=True)
+        print(C.tails())
+    C.close()
 print('fails: %d' % len(fails))
 sys.exit(1 if fails else 0)

@@ -114,6 +114,8 @@ void zl_store_stats_get(zl_store *st, zl_store_stats *out) {
     pthread_mutex_unlock(&st->mu);
 }
 
+int zl_store_shared(const zl_store *st) { return st->ops->list == NULL; }
+
 void zl_store_close(zl_store *st) {
     if (!st) return;
     pthread_mutex_destroy(&st->mu);

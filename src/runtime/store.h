@@ -66,6 +66,8 @@ int zl_store_del(zl_store *st, const char *key, zl_err *err);
 int zl_store_list(zl_store *st, const char *prefix, char ***keys, int *n, zl_err *err);
 void zl_store_keys_free(char **keys, int n);
 void zl_store_stats_get(zl_store *st, zl_store_stats *out);
+/* Shared by several processes (it cannot be listed: Redis), or one's own (a directory)? */
+int zl_store_shared(const zl_store *st);
 void zl_store_close(zl_store *st);
 
 /* A directory (created 0700 if missing): one file per key, written to a

@@ -12,7 +12,9 @@
  * tenant's (or an altered, or forged) token fails the MAC -> 403.
  * The secret is random per start unless --session-secret-file names a file
  * (its SHA-256 is the key), which lets tokens survive a restart's checks
- * (the sessions themselves do not: KV lives in memory only). */
+ * and be checked by every replica; the sessions themselves survive only in a
+ * state store (state_store.c), from which a replica loads a session it does
+ * not hold. */
 #include <ctype.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #include "../base/err.h"
+#include "../runtime/store.h"
 #include "../state/snapshot.h"
 #include "pipeline.h"
 #include "sess_token.h"
@@ -353,10 +356,11 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     free(si.history);
     if (st != ZL_SESS_OK) zl_state_seq_free(restored);
     if (st != ZL_SESS_OK) return status_reply(r, st, id);
-    /* With a state store the new session goes there at once and not stays here: the load balancer routes its
-     * requests by the token, which may lead to another replica, and a copy kept here would go stale.  If the
-     * store does not answer, the session is local only (store.c warned). */
-    if (r->srv->store && !zl_state_store_write_now(r->srv, id, tenant, (double)ms / 1e3))
+    /* With a shared state store the new session goes there at once and does not stay here: the load balancer
+     * routes its requests by the token, which may lead to another replica, and a copy kept here would go stale.
+     * If the store does not answer, the session is local only (store.c warned). */
+    if (r->srv->store && !zl_state_store_write_now(r->srv, id, tenant, (double)ms / 1e3) &&
+        zl_store_shared(r->srv->store))
         zl_sessions_forget(r->srv->sessions, id, tenant);
     char token[200];
     if (zl_sess_token_make(r->srv->sess_secret, r->srv->sess_secret_len, id, tenant, created, token, sizeof token))

@@ -101,6 +101,14 @@ static void seq_destroy(zl_seq *q) {
     zl_seq_free(q);
 }
 
+/* Zero and free a session unlinked from the list, with all it holds. */
+static void sess_destroy(sess *x) {
+    seq_destroy(x->seq);
+    free(x->coded);
+    free(x->history);
+    free(x);
+}
+
 /* Under mu: turn a live session into a tombstone. */
 static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     if (x->state != ZL_SESS_OK) return;
@@ -477,10 +485,7 @@ void zl_sessions_free(zl_sessions *s) {
     while (s->head) {
         sess *x = s->head;
         s->head = x->next;
-        seq_destroy(x->seq);
-        free(x->coded);
-        free(x->history);
-        free(x);
+        sess_destroy(x);
     }
     zl_seq_free(s->spare); /* never used: nothing to zero */
     zl_seq_free(s->part);
@@ -596,10 +601,7 @@ zl_sess_status zl_sessions_forget(zl_sessions *s, const char *id, const char *te
                 *pp = x->next;
                 break;
             }
-        seq_destroy(x->seq);
-        free(x->coded);
-        free(x->history);
-        free(x);
+        sess_destroy(x);
     }
     pthread_mutex_unlock(&s->mu);
     return st;

@@ -966,6 +966,7 @@ int zl_sessions_list(zl_sessions *s, zl_session_ref **out) {
         snprintf(r[k].tenant, sizeof r[k].tenant, "%s", x->tenant);
         r[k].created_unix = x->created_unix;
         r[k].last_used_unix = wall - (now - x->last_used) / 1e3;
+        r[k].unsaved = !s->o.persist.put || persist_pending(s, x);
         k++;
     }
     pthread_mutex_unlock(&s->mu);

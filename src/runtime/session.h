@@ -50,6 +50,7 @@ typedef struct zl_sessions_codec {
 typedef struct zl_session_ref {
     char id[80], tenant[ZL_SESS_TENANT_MAX];
     double created_unix, last_used_unix;
+    int unsaved; /* changed since its last write to the state store (always 1 without one) */
 } zl_session_ref;
 
 /* Writing sessions to a state store (serve --state-store / --state-dir,

@@ -134,6 +134,8 @@ static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl
     c->o.codec_file = NULL; /* --codec is fitted to the first model */
     c->o.state_dir = NULL;  /* only the first model's sessions are saved */
     c->o.state_store = NULL;
+    c->o.store_idle_s = 0;
+    c->o.store_every = 0;
     c->o.n_models = 0;
     c->started = (long long)time(NULL);
     snprintf(c->model_id, sizeof c->model_id, "%s", m->id);

@@ -114,7 +114,12 @@ static int hook_put(void *ud, const zl_session_ref *ref, const uint8_t *v, size_
 int zl_state_store_setup(zl_srv *srv, zl_sessions_persist *p, zl_err *err) {
     memset(p, 0, sizeof *p);
     const zl_server_opts *o = &srv->o;
-    if (!o->state_dir && !o->state_store) return 0;
+    if (!o->state_dir && !o->state_store) {
+        if (o->store_idle_s || o->store_every)
+            return zl_errf(err, ZL_EINVAL, "--store-idle / --store-every need a state store: --state-store "
+                                           "redis://HOST:PORT or --state-dir DIR");
+        return 0;
+    }
     if (o->state_dir && o->state_store)
         return zl_errf(err, ZL_EINVAL, "--state-dir and --state-store: give one (both are the session state store)");
     if (!zl_state_key(srv))
@@ -170,8 +175,11 @@ int zl_state_store_write_now(zl_srv *srv, const char *id, const char *tenant, do
 void zl_state_store_save_all(zl_srv *srv) {
     if (!srv->store || !srv->sessions) return;
     zl_session_ref *refs;
-    int n = zl_sessions_list(srv->sessions, &refs), saved = 0;
-    for (int i = 0; i < n; i++) saved += save_one(srv, &refs[i]) == 0;
+    int n = zl_sessions_list(srv->sessions, &refs), saved = 0, clean = 0;
+    for (int i = 0; i < n; i++) {
+        if (!refs[i].unsaved) clean++; /* the store has it as it is */
+        else saved += save_one(srv, &refs[i]) == 0;
+    }
     /* a store of our own (listable): drop the records of sessions that ended since they were written */
     char **keys = NULL;
     int nk = 0;
@@ -187,8 +195,8 @@ void zl_state_store_save_all(zl_srv *srv) {
         }
         zl_store_keys_free(keys, nk);
     }
-    fprintf(stderr, "zerolayer: %s: saved %d of %d sessions to %s\n", flag_of(srv), saved, n < 0 ? 0 : n,
-            srv->o.state_dir ? srv->o.state_dir : srv->store->desc);
+    fprintf(stderr, "zerolayer: %s: saved %d of %d sessions to %s (%d unchanged since their last write)\n",
+            flag_of(srv), saved, n < 0 ? 0 : n - clean, srv->o.state_dir ? srv->o.state_dir : srv->store->desc, clean);
     free(refs);
 }
 

@@ -11,7 +11,7 @@
 set -u
 PATH="$PATH:/usr/sbin:/sbin"
 missing=
-for c in nginx redis-server python3; do command -v "$c" >/dev/null 2>&1 || missing="$missing $c"; done
+for c in nginx redis-server redis-cli python3; do command -v "$c" >/dev/null 2>&1 || missing="$missing $c"; done
 if [ -n "$missing" ]; then
   if [ "${ZL_TEST_STRICT:-0}" = 1 ]; then echo "FAIL: missing:$missing (ZL_TEST_STRICT=1: CI installs them)"; exit 1; fi
   echo "SKIPPED: missing:$missing (apt-get install nginx redis-server, or make deps)"

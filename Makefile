@@ -113,9 +113,10 @@ fuzz:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DZL_FUZZ=ON -DZL_WERROR=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do \
-	  dict=; case $$t in gguf) dict=-dict=tests/fuzz/gguf.dict;; anthropic|openai|http) dict=-dict=tests/fuzz/json.dict;; esac; \
+	  dict=; leaks=; case $$t in gguf) dict=-dict=tests/fuzz/gguf.dict;; anthropic|openai) dict=-dict=tests/fuzz/json.dict;; \
+	    http) dict=-dict=tests/fuzz/json.dict; leaks=-detect_leaks=0;; esac; \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
-	  (cd $(FUZZ_BUILD) && ./tests/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
+	  (cd $(FUZZ_BUILD) && ./tests/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 $$leaks \
 	     $$(echo $$dict | sed 's|=|=$(CURDIR)/|') corpus/$$t $(CURDIR)/tests/fuzz/corpus/$$t) || exit 1; \
 	done
 

@@ -1,4 +1,5 @@
-// serve_load.mjs — load generator for `zerolayer serve` (no dependencies).
+// serve_load.mjs — load generator for `zerolayer serve` or any OpenAI-compatible server (llama-server too; no
+// dependencies).
 //
 // usage: node bench/serve_load.mjs URL [--streams 1,4,8,16] [--tokens 64] [--rounds 2]
 // For each concurrency level it runs `rounds` waves of N concurrent streamed
@@ -32,7 +33,7 @@ async function one(i) {
   });
   if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
   const dec = new TextDecoder();
-  let buf = '', ttft = null, last = null, tokens = 0;
+  let buf = '', ttft = null, last = null, usage = null, chunks = 0;
   const gaps = [];
   for await (const chunk of r.body) {
     buf += dec.decode(chunk, { stream: true });
@@ -43,15 +44,17 @@ async function one(i) {
       if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
       const j = JSON.parse(ev.slice(6));
       const now = performance.now();
-      if (j.usage) tokens = j.usage.completion_tokens;
-      if (j.choices?.length) {
+      if (j.usage) usage = j.usage.completion_tokens;
+      if (j.choices?.length && (j.choices[0].text || j.choices[0].delta?.content)) {
+        chunks++;
         if (ttft === null) ttft = now - t0;
         else gaps.push(now - last);
         last = now;
       }
     }
   }
-  return { ttft, gaps, tokens };
+  // usage when the server reports it (zerolayer does), else one token per content chunk
+  return { ttft, gaps, tokens: usage ?? chunks };
 }
 
 async function engine() {

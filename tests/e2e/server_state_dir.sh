@@ -12,7 +12,7 @@
 #     the server still starts;
 #   - --state-dir without --state-key-file is a one-line error;
 #   - a full disk (a 64 KiB tmpfs, when this user may mount one) is a clear
-#     error line and leaves no file behind;
+#     error line and leaves no partial file behind;
 #   - past --session-kv-mb the LRU idle session is spilled to DIR, not
 #     evicted, and its next turn brings it back with the re-prefill text.
 # usage: server_state_dir.sh BIN ROOT
@@ -126,7 +126,8 @@ st, s = req('/v1/sessions', {})
 complete(P1 * 40, s['token'])
 PY
   stop
-  grep -q "writing .* failed: No space left on device" "$T/server.log" && [ -z "$(ls -A "$T/full")" ]; check $? "a full disk: $(grep 'failed' "$T/server.log"), nothing left: $(ls -A "$T/full")"
+  # the session was written empty when it was created (fits); the full write fails and leaves no partial file
+  grep -q "writing .* failed: No space left on device" "$T/server.log" && ! ls -A "$T/full" | grep -q '\.tmp$'; check $? "a full disk: $(grep 'failed' "$T/server.log"), no partial file: $(ls -A "$T/full")"
   umount "$T/full"
 else
   echo "SKIP full disk: cannot mount a tmpfs here"

@@ -259,10 +259,19 @@ static void enforce_budget(zl_sessions *s) {
     }
 }
 
-/* Under mu: is the state store behind this session?  (Coding waits for the
- * write: the seal callback reads a sequence, not a code.) */
+/* Under mu: is the state store behind this session? */
 static int persist_pending(const zl_sessions *s, const sess *x) {
     return s->o.persist.put && x->version != x->saved_version;
+}
+
+/* Under mu: will the sweeper write x while it stays idle?  Coding waits
+ * for that write (the seal callback reads a sequence, not a code); a
+ * session that only shutdown or its next turns will write is coded
+ * meanwhile (zl_sessions_copy_state reads codes too). */
+static int persist_awaited(const zl_sessions *s, const sess *x) {
+    const zl_sessions_persist *p = &s->o.persist;
+    return persist_pending(s, x) &&
+           (p->idle_s > 0 || (p->every_turns > 0 && x->turns - x->saved_turns >= p->every_turns));
 }
 
 /* Under mu: is x due for a write now? */
@@ -402,7 +411,7 @@ static void code_one(zl_sessions *s) {
     sess *x = NULL;
     for (sess *y = s->head; y; y = y->next)
         if (y->state == ZL_SESS_OK && !y->busy && !y->seq_out && !y->coding && y->seq && !y->prefill_at &&
-            zl_seq_n_past(y->seq) > 0 && now - y->last_used > c->idle_s * 1e3 && !persist_pending(s, y) &&
+            zl_seq_n_past(y->seq) > 0 && now - y->last_used > c->idle_s * 1e3 && !persist_awaited(s, y) &&
             (!x || y->last_used < x->last_used))
             x = y;
     if (!x) return;

@@ -73,15 +73,16 @@ typedef struct zl_sessions_persist {
     int every_turns; /* 0: never by turns */
 } zl_sessions_persist;
 
-/* Spilling idle sessions past the KV budget (serve --state-dir): instead of
- * evicting the least recently used idle session, the sweeper hands its state
- * to put (without the store's lock: the session is marked coding and every
- * user of its sequence waits) and keeps only its record; the next request
- * (engine thread) or snapshot gets the state back with get, after which
- * (or when the session goes) drop forgets the stored copy.  A failed put
- * evicts the session as before.  The hooks are the state store's (a spilled
- * session is also a written one: zl_sessions_persist); the store knows
- * nothing of files. */
+/* Spilling idle sessions past the KV budget (serve --state-dir or
+ * --state-store): instead of evicting the least recently used idle session,
+ * the sweeper hands its state to put (without the store's lock: the session
+ * is marked coding and every user of its sequence waits) and keeps only its
+ * record; the next request (engine thread) or snapshot gets the state back
+ * with get.  The stored copy stays after that: a spilled session is also a
+ * written one (zl_sessions_persist), and the copy is its last write.  drop
+ * forgets it only when a spilled session is killed or flushed.  A failed put
+ * evicts the session as before.  The hooks are the state store's; this store
+ * knows nothing of files. */
 typedef struct zl_sessions_spill {
     /* seq, or the idle code (zl_sessions_codec) when the session is held coded; 0 when stored */
     int (*put)(void *ud, const char *id, const char *tenant, double created_unix, double last_used_unix,

@@ -9,7 +9,13 @@
  *   - read: a request naming a session this replica does not hold loads it
  *     (zl_state_store_fetch), so any replica with the same --state-key-file
  *     and --session-secret-file continues the conversation; a directory
- *     (one replica's own) is also read whole at start.
+ *     (one replica's own) is also read whole at start;
+ *   - spill: past --session-kv-mb the sweeper hands an idle session's state
+ *     here instead of evicting it (zl_state_store_spill): it is sealed into
+ *     the same record under the same key (learned codes with --codec, else
+ *     exact), so a spilled session is a written one too, and its next turn
+ *     reads the record back; the record stays (it is the session as last
+ *     written) until the session is deleted or flushed.
  * Keys are "zerolayer:session:<tenant>:<id>", the tenant being the digest
  * string of zl_tenant_of: one tenant's keys never name another's, and a
  * record whose id or tenant differ from its key's is refused.  Values are
@@ -27,6 +33,7 @@
 #include "../base/clock.h"
 #include "../base/err.h"
 #include "../runtime/store.h"
+#include "../state/coded.h"
 #include "../state/snapshot.h"
 #include "http.h"
 #include "metrics.h"
@@ -56,13 +63,26 @@ static void put_bytes(uint8_t **p, const void *v, size_t n) {
     *p += n;
 }
 
-/* Seal seq (+ history) of ref into one record (malloc'd). */
-static int seal_record(zl_srv *srv, const zl_session_ref *ref, const zl_seq *seq, const char *hist, uint8_t **out,
-                       size_t *out_n, zl_err *err) {
+static zl_seq *new_seq(const zl_srv *srv, zl_err *err) {
+    zl_seq_opts so = {zl_sched_n_ctx(srv->sched), ZL_KV_F16, zl_sampling_defaults()};
+    zl_seq *q = NULL;
+    return zl_seq_new(&q, srv->llm, &so, err) ? NULL : q;
+}
+
+static void seq_zero_free(zl_seq *q) {
+    if (!q) return;
+    zl_seq_truncate(q, 0);
+    zl_seq_free(q);
+}
+
+/* Seal seq (+ history) of ref into one record (malloc'd): rows exact, or
+ * coded by c. */
+static int seal_record(const zl_srv *srv, const zl_session_ref *ref, const zl_seq *seq, const char *hist,
+                       const zl_codec *c, uint8_t **out, size_t *out_n, zl_err *err) {
     uint8_t td[32], *blob = NULL;
     size_t len = 0;
     SHA256((const unsigned char *)ref->tenant, strlen(ref->tenant), td);
-    zl_snap_export_opts eo = {{zl_state_key(srv), NULL}, zl_state_fingerprint(srv), NULL, td, hist,
+    zl_snap_export_opts eo = {{zl_state_key(srv), NULL}, zl_state_fingerprint(srv), c, td, hist,
                               hist ? strlen(hist) : 0, 0};
     if (zl_snap_export(seq, &eo, &blob, &len, err) != ZL_SNAP_OK) return err->code ? err->code : ZL_EINVAL;
     uint32_t il = (uint32_t)strlen(ref->id), tl = (uint32_t)strlen(ref->tenant);
@@ -99,7 +119,7 @@ static int put_record(zl_srv *srv, const zl_session_ref *ref, const uint8_t *v, 
 static int hook_seal(void *ud, const zl_session_ref *ref, const zl_seq *seq, const char *history, uint8_t **out,
                      size_t *n) {
     zl_err err = {0};
-    int rc = seal_record(ud, ref, seq, history, out, n, &err);
+    int rc = seal_record(ud, ref, seq, history, NULL, out, n, &err);
     if (rc) fprintf(stderr, "zerolayer: %s: session %s not written: %s\n", flag_of(ud), ref->id, err.msg);
     return rc;
 }
@@ -141,24 +161,22 @@ void zl_state_store_free(zl_srv *srv) {
 
 /* Seal one session (copied under the store's lock) and put it; 0 when written. */
 static int save_one(zl_srv *srv, const zl_session_ref *ref) {
-    zl_seq_opts so = {zl_sched_n_ctx(srv->sched), ZL_KV_F16, zl_sampling_defaults()};
-    zl_seq *copy = NULL;
     zl_err err = {0};
-    if (zl_seq_new(&copy, srv->llm, &so, &err)) return -1;
+    zl_seq *copy = new_seq(srv, &err);
+    if (!copy) return -1;
     char *hist = NULL;
     int rc = -1;
     if (zl_sessions_copy_state(srv->sessions, ref->id, ref->tenant, copy, &hist) == ZL_SESS_OK) {
         uint8_t *rec = NULL;
         size_t n = 0;
-        rc = seal_record(srv, ref, copy, hist, &rec, &n, &err);
+        rc = seal_record(srv, ref, copy, hist, NULL, &rec, &n, &err);
         if (!rc) rc = put_record(srv, ref, rec, n, &err);
         if (rc) fprintf(stderr, "zerolayer: %s: session %s: %s\n", flag_of(srv), ref->id, err.msg);
         if (rec) OPENSSL_cleanse(rec, n);
         free(rec);
     }
     free(hist);
-    zl_seq_truncate(copy, 0);
-    zl_seq_free(copy);
+    seq_zero_free(copy);
     return rc;
 }
 
@@ -202,49 +220,68 @@ void zl_state_store_save_all(zl_srv *srv) {
 
 /* ---------------- loading ---------------- */
 
+/* A record's fields; blob points into the record's bytes. */
+typedef struct sess_record {
+    char id[80], tenant[ZL_SESS_TENANT_MAX];
+    double created, last;
+    const uint8_t *blob;
+    size_t blob_len;
+} sess_record;
+
+/* Check a record's framing; 0 or -1. */
+static int parse_record(const uint8_t *b, size_t n, sess_record *r) {
+    const uint8_t *p = b, *end = b + n;
+    uint32_t il = 0, tl = 0;
+    uint64_t bl = 0;
+    memset(r, 0, sizeof *r);
+    int ok = n >= 12 && !memcmp(p, k_magic, 8);
+    if (ok) { memcpy(&il, p + 8, 4); p += 12; }
+    ok = ok && il < sizeof r->id && (size_t)(end - p) >= (size_t)il + 4 && id_ok((const char *)p, il);
+    if (ok) { memcpy(r->id, p, il); r->id[il] = 0; p += il; memcpy(&tl, p, 4); p += 4; }
+    ok = ok && tl < sizeof r->tenant && (size_t)(end - p) >= (size_t)tl + 24;
+    if (ok) {
+        memcpy(r->tenant, p, tl); r->tenant[tl] = 0; p += tl;
+        memcpy(&r->created, p, 8); memcpy(&r->last, p + 8, 8); memcpy(&bl, p + 16, 8); p += 24;
+        ok = bl == (uint64_t)(end - p);
+    }
+    if (!ok) return -1;
+    r->blob = p;
+    r->blob_len = (size_t)bl;
+    return 0;
+}
+
+/* Unseal r's blob into q (a fresh sequence): exact rows, or learned codes
+ * when this server has the codec they were made with. */
+static zl_snap_result unseal(const zl_srv *srv, const sess_record *r, zl_seq *q, zl_snap_info *info, zl_err *err) {
+    uint8_t td[32];
+    SHA256((const unsigned char *)r->tenant, strlen(r->tenant), td);
+    zl_snap_import_opts io = {{zl_state_key(srv), NULL}, zl_state_fingerprint(srv), zl_state_codec(srv), td};
+    return zl_snap_import(q, r->blob, r->blob_len, &io, info, err);
+}
+
 /* Restore one record into a session; 0, or an error with *why set.  want_id /
  * want_tenant (may be NULL: a directory read at start) must match the record. */
 static int load_record(zl_srv *srv, const uint8_t *b, size_t n, const char *want_id, const char *want_tenant,
                        int *tokens, char *why, size_t cap) {
-    const uint8_t *p = b, *end = b + n;
-    uint32_t il = 0, tl = 0;
-    uint64_t bl = 0;
-    double created = 0, last = 0;
-    char id[80], tenant[ZL_SESS_TENANT_MAX];
-    int ok = n >= 12 && !memcmp(p, k_magic, 8);
-    if (ok) { memcpy(&il, p + 8, 4); p += 12; }
-    ok = ok && il < sizeof id && (size_t)(end - p) >= (size_t)il + 4 && id_ok((const char *)p, il);
-    if (ok) { memcpy(id, p, il); id[il] = 0; p += il; memcpy(&tl, p, 4); p += 4; }
-    ok = ok && tl < sizeof tenant && (size_t)(end - p) >= (size_t)tl + 24;
-    if (ok) {
-        memcpy(tenant, p, tl); tenant[tl] = 0; p += tl;
-        memcpy(&created, p, 8); memcpy(&last, p + 8, 8); memcpy(&bl, p + 16, 8); p += 24;
-        ok = bl == (uint64_t)(end - p);
-    }
-    if (!ok) return snprintf(why, cap, "not a session file (or truncated)"), ZL_EFORMAT;
-    if ((want_id && strcmp(want_id, id)) || (want_tenant && strcmp(want_tenant, tenant)))
+    sess_record r;
+    if (parse_record(b, n, &r)) return snprintf(why, cap, "not a session file (or truncated)"), ZL_EFORMAT;
+    if ((want_id && strcmp(want_id, r.id)) || (want_tenant && strcmp(want_tenant, r.tenant)))
         return snprintf(why, cap, "the record names another session"), ZL_EFORMAT;
-    if (zl_wall_s() - last > ttl_of(srv)) return snprintf(why, cap, "expired"), ZL_ERANGE;
-    zl_seq_opts so = {zl_sched_n_ctx(srv->sched), ZL_KV_F16, zl_sampling_defaults()};
-    zl_seq *q = NULL;
+    if (zl_wall_s() - r.last > ttl_of(srv)) return snprintf(why, cap, "expired"), ZL_ERANGE;
     zl_err err = {0};
-    if (zl_seq_new(&q, srv->llm, &so, &err)) return snprintf(why, cap, "%s", err.msg), err.code;
-    uint8_t td[32];
-    SHA256((const unsigned char *)tenant, strlen(tenant), td);
-    zl_snap_import_opts io = {{zl_state_key(srv), NULL}, zl_state_fingerprint(srv), NULL, td};
+    zl_seq *q = new_seq(srv, &err);
+    if (!q) return snprintf(why, cap, "%s", err.msg), err.code ? err.code : ZL_ENOMEM;
     zl_snap_info info;
-    zl_snap_result res = zl_snap_import(q, p, (size_t)bl, &io, &info, &err);
-    if (res) {
+    if (unseal(srv, &r, q, &info, &err)) {
         zl_seq_free(q);
         return snprintf(why, cap, "%s", err.msg), ZL_EINVAL;
     }
     zl_session_info in;
-    zl_sess_status st = zl_sessions_create_with(srv->sessions, id, tenant, created, q, info.history,
+    zl_sess_status st = zl_sessions_create_with(srv->sessions, r.id, r.tenant, r.created, q, info.history,
                                                 info.history_len, &in);
     free(info.history);
     if (st != ZL_SESS_OK) {
-        zl_seq_truncate(q, 0);
-        zl_seq_free(q);
+        seq_zero_free(q);
         return snprintf(why, cap, "session store: %s", zl_sess_status_name(st)), st == ZL_SESS_BUSY ? ZL_ERANGE : ZL_EINVAL;
     }
     *tokens = info.n_tokens;
@@ -318,6 +355,67 @@ void zl_state_store_drop(zl_srv *srv, const char *id, const char *tenant) {
     char key[320];
     store_key(tenant, id, key, sizeof key);
     zl_store_del(srv->store, key, NULL);
+}
+
+/* ---------------- spilling (the session store's hooks) ---------------- */
+
+static int spill_put(void *ud, const char *id, const char *tenant, double created, double last, const zl_seq *seq,
+                     const uint8_t *code, size_t code_bytes, const char *hist, size_t *stored) {
+    zl_srv *srv = ud;
+    zl_session_ref ref = {.created_unix = created, .last_used_unix = last};
+    snprintf(ref.id, sizeof ref.id, "%s", id);
+    snprintf(ref.tenant, sizeof ref.tenant, "%s", tenant);
+    const zl_codec *c = zl_state_codec(srv);
+    zl_err err = {0};
+    zl_seq *rows = NULL;
+    int rc = 0;
+    if (!seq) { /* held coded in memory: its rows are rebuilt to be sealed (coding them again loses nothing more) */
+        if (!c) rc = zl_errf(&err, ZL_EINVAL, "a coded session but no codec");
+        else if (!(rows = new_seq(srv, &err))) rc = err.code ? err.code : ZL_ENOMEM;
+        else rc = zl_coded_unpack(c, rows, code, code_bytes, &err);
+        seq = rows;
+    }
+    uint8_t *rec = NULL;
+    size_t n = 0;
+    if (!rc) rc = seal_record(srv, &ref, seq, hist, c, &rec, &n, &err);
+    if (!rc) rc = put_record(srv, &ref, rec, n, &err);
+    if (!rc) *stored = n;
+    else if (rc != ZL_EIO) /* an outage is reported once, by store.c */
+        fprintf(stderr, "zerolayer: %s: session %s not spilled (evicted): %s\n", flag_of(srv), id, err.msg);
+    if (rec) OPENSSL_cleanse(rec, n);
+    free(rec);
+    seq_zero_free(rows);
+    return rc;
+}
+
+static int spill_get(void *ud, const char *id, const char *tenant, zl_seq *seq) {
+    zl_srv *srv = ud;
+    char key[320];
+    store_key(tenant, id, key, sizeof key);
+    uint8_t *v = NULL;
+    size_t n = 0;
+    zl_err err = {0};
+    sess_record r;
+    zl_snap_info info = {0};
+    int rc = zl_store_get(srv->store, key, &v, &n, &err);
+    if (!rc && !v) rc = zl_errf(&err, ZL_EINVAL, "its record is gone from the store");
+    else if (!rc && parse_record(v, n, &r)) rc = zl_errf(&err, ZL_EFORMAT, "not a session record (or truncated)");
+    else if (!rc && (strcmp(r.id, id) || strcmp(r.tenant, tenant)))
+        rc = zl_errf(&err, ZL_EFORMAT, "the record names another session");
+    else if (!rc && unseal(srv, &r, seq, &info, &err)) rc = err.code ? err.code : ZL_EINVAL;
+    if (rc) fprintf(stderr, "zerolayer: %s: spilled session %s not brought back (its turn prefills): %s\n",
+                    flag_of(srv), id, err.msg);
+    free(info.history); /* the session store kept the conversation in memory */
+    if (v) OPENSSL_cleanse(v, n);
+    free(v);
+    return rc;
+}
+
+static void spill_drop(void *ud, const char *id, const char *tenant) { zl_state_store_drop(ud, id, tenant); }
+
+void zl_state_store_spill(zl_srv *srv, zl_sessions_spill *out) {
+    memset(out, 0, sizeof *out);
+    if (srv->store) *out = (zl_sessions_spill){spill_put, spill_get, spill_drop, srv};
 }
 
 void zl_state_store_metrics(zl_srv *srv, zl_buf *o) {

@@ -534,8 +534,9 @@ Test(sessions, statuses_expiry_eviction_prefill_idle, .init = setup, .fini = tea
     zl_sessions_free(ss);
 }
 
-/* Spill hooks that keep a copy of each spilled sequence in memory (the
- * server's are files under --state-dir, tests/e2e/server_state_dir.sh). */
+/* Spill hooks that keep a copy of the latest spilled sequence in memory
+ * (the server's seal it into its state store record,
+ * tests/e2e/server_state_dir.sh). */
 typedef struct {
     char id[80];
     zl_seq *seq;
@@ -634,6 +635,7 @@ Test(sessions, over_budget_spills_and_continues_exactly, .init = setup, .fini = 
         if (f.seq) zl_seq_free(f.seq);
     }
     free(p);
+}
 
 /* ---------------- writes to a state store (zl_sessions_persist) ---------------- */
 

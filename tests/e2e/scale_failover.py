@@ -23,7 +23,11 @@ shipped, only the ports rewritten).  Checks:
      answers 503 while it drains, the stream finishes, it exits 0 and comes
      back; no request is lost: each completes or gets a retryable 503 before
      its first token, and the conversations' texts equal the uninterrupted run;
-  5. Redis outage: stateless requests still succeed; the replicas warn once
+  5. spilling into Redis: a replica restarted with --session-kv-mb 1 spills
+     its least recently used idle session into the session's Redis record
+     instead of evicting it; the next turn brings it back from there (greedy
+     text as a stateless run) and the record stays;
+  6. Redis outage: stateless requests still succeed; the replicas warn once
      and show zerolayer_state_store_up 0.
 Prints the failover time (kill -> first token of the next turn elsewhere)."""
 import hashlib
@@ -286,7 +290,48 @@ def main():
           '%d conversation turns equal the uninterrupted run' % (n_ok, n_503, len(bad),
                                                                   (': %r' % bad[:3]) if bad else '', len(conv_ok)))
 
-    # 5. Redis outage
+    # 5. spilling into Redis (replica 0, talked to directly)
+    C.replicas[0].send_signal(signal.SIGTERM)
+    C.replicas[0].wait()
+    C.start_replica(0, C.replica_args + ['--session-kv-mb', '1'])
+    long_p = (P[0] + ' there was a little girl named Lily. She loved to play outside in the sun with her friends.') * 11
+
+    def turn0(prompt, token=None):
+        st, j = request(PORTS[0], 'POST', '/v1/completions', {'prompt': prompt, 'max_tokens': 16, 'temperature': 0},
+                        user='spill', token=token)
+        assert st == 200, (st, j)
+        return j['choices'][0]['text'], j.get('timings', {}).get('state', {})
+
+    def spilled(s):  # live, its tokens counted, none of them in memory
+        st, j = request(PORTS[0], 'GET', '/v1/sessions/' + s['id'], user='spill', token=s['token'])
+        return st == 200 and j['cached_tokens'] > 0 and j['kv_bytes'] == 0
+
+    def key(s):
+        return 'zerolayer:session:%s:%s' % (tenant_digest('spill'), s['id'])
+
+    ss, texts = [], []
+    for _ in range(5):  # ~400 tokens of 640 bytes each: the fourth goes over 1 MB
+        st, s = request(PORTS[0], 'POST', '/v1/sessions', {}, user='spill')
+        assert st == 200, (st, s)
+        ss.append(s)
+        texts.append(turn0(long_p, s['token'])[0])
+    for _ in range(100):
+        if metrics(PORTS[0]).get('zerolayer_sessions_spilled', 0) >= 1:
+            break
+        time.sleep(0.1)
+    out = [s for s in ss if spilled(s)]
+    m, keys = metrics(PORTS[0]), redis_keys()
+    check(out and m.get('zerolayer_sessions_evicted_total', 1) == 0 and all(key(s) in keys for s in out),
+          'over --session-kv-mb %d sessions spilled into their Redis records, none evicted' % len(out))
+    a = out[0] if out else ss[0]
+    k = ss.index(a)
+    t2, state = turn0(long_p + texts[k] + P[1], a['token'])
+    ref, _ = turn0(long_p + texts[k] + P[1])
+    check(t2 == ref and state.get('from') == 'spill' and state.get('rebuilt') is True and key(a) in redis_keys(),
+          'the next turn brings the spilled session back from Redis (%s), text as stateless: %r; the record stays'
+          % (state, t2))
+
+    # 6. Redis outage
     C.redis.send_signal(signal.SIGKILL)
     C.redis.wait()
     rs = [stream(C.np, P[1], 'outage%d' % u, max_tokens=8) for u in range(4)]

@@ -403,7 +403,7 @@ static int spill_get(void *ud, const char *id, const char *tenant, zl_seq *seq) 
     else if (!rc && (strcmp(r.id, id) || strcmp(r.tenant, tenant)))
         rc = zl_errf(&err, ZL_EFORMAT, "the record names another session");
     else if (!rc && unseal(srv, &r, seq, &info, &err)) rc = err.code ? err.code : ZL_EINVAL;
-    if (rc) fprintf(stderr, "zerolayer: %s: spilled session %s not brought back (its turn prefills): %s\n",
+    if (rc) fprintf(stderr, "zerolayer: %s: spilled session %s not read back: %s\n",
                     flag_of(srv), id, err.msg);
     free(info.history); /* the session store kept the conversation in memory */
     if (v) OPENSSL_cleanse(v, n);

@@ -31,7 +31,8 @@ FUZZ_TARGETS = gguf tokenizer detok anthropic openai session_token http zlc snap
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs curl \
-              python3-jsonschema gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user chromium
+              python3-jsonschema gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user chromium \
+              libhiredis-dev nginx redis-server
 ZL          = $(BUILD)/bin/zerolayer
 
 .PHONY: all build run test test-real test-aarch64 asan tsan fuzz deps sdks webui clean

@@ -83,9 +83,17 @@ static void serve_usage(FILE *f) {
           "  --codec FILE.zlc        learned state codec for snapshots (zerolayer codec train); must match -m\n"
           "  --compress-idle S       with --codec: sessions idle for S seconds (default 30) are held coded, rebuilt\n"
           "                          by their next request; --session-kv-mb counts the code bytes\n"
-          "  --state-dir DIR         save every live session there at shutdown (sealed with --state-key-file) and\n"
-          "                          restore the unexpired ones at start (same --session-secret-file: same tokens);\n"
-          "                          sessions past --session-kv-mb spill there (--codec: coded), back on next turn\n"
+          "  --state-dir DIR         keep sessions there (sealed with --state-key-file): written when idle and at\n"
+          "                          shutdown, the unexpired ones restored at start (same --session-secret-file:\n"
+          "                          same tokens); sessions past --session-kv-mb spill to the store (--codec:\n"
+          "                          coded) instead of being evicted, back on their next turn\n"
+          "  --state-store redis://HOST:PORT[/DB]  keep sessions in Redis instead, shared by replicas with the same\n"
+          "                          --state-key-file and --session-secret-file: a replica that gets a request\n"
+          "                          for a session it does not hold loads it; Redis down = sessions stay local\n"
+          "  --store-idle S          write a changed session to the store once idle S seconds (default 5; 0: only\n"
+          "                          at shutdown and by --store-every)\n"
+          "  --store-every N         also write a session after every N turns (default 0: off)\n"
+          "  --preheat               read the model file into the page cache before listening (readiness)\n"
           "  --batch-retention S     seconds an ended message batch is kept (default 3600)\n"
           "  --batches-per-tenant N  message batches one tenant holds (default 64; 429 when all run)\n"
           "  --max-conns N           connections at once, all clients (default 1024)\n"
@@ -125,7 +133,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL, *compute = NULL, *spec = NULL, *kv_policy = NULL, *kv_budget = NULL, *draft_model = NULL,
                *ring_cost = NULL, *models_dir = NULL;
     float cost[CLI_RING_COST_MAX];
-    int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0, prefetch = 2, layer_max = 0;
+    int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0, prefetch = 2, layer_max = 0, preheat = 0;
     /* one block, freed with keys: API keys, then the other -m paths, their aliases, the --cors origins */
     const char **keys = calloc((size_t)argc * 4, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
@@ -162,6 +170,7 @@ int cmd_serve(int argc, char **argv) {
         NEXT_INT("--conns-per-ip", 1, 1 << 20, o.conns_per_ip)
         NEXT_INT("--idle-timeout", 1, 86400, o.idle_timeout_s)
         NEXT_INT("--drain-timeout", 0, 86400, drain_s)
+        NEXT_INT("--store-every", 0, 1 << 20, o.store_every)
 #undef NEXT_INT
         if (!strcmp(a, "--batch-retention")) {
             if (cli_int(a, v, 1, 1L << 30, &x)) { free(keys); return 1; }
@@ -188,6 +197,17 @@ int cmd_serve(int argc, char **argv) {
             else if (!strcmp(a, "--session-kv-mb")) o.session_kv_budget = (size_t)x << 20;
             else o.prefix_cache_bytes = x ? (long long)x << 20 : -1;
             i++;
+            continue;
+        }
+        if (!strcmp(a, "--store-idle")) {
+            double d;
+            if (cli_float(a, v, 0, 1e7, &d)) { free(keys); return 1; }
+            o.store_idle_s = d > 0 ? d : -1; /* 0 on the command line: never on idle */
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--preheat")) {
+            preheat = 1;
             continue;
         }
         if (!strcmp(a, "--models-mb")) {
@@ -231,7 +251,7 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!v && (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--cors") ||
-                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--state-key-file") || !strcmp(a, "--codec") || !strcmp(a, "--state-dir") || !strcmp(a, "--pooling") || !strcmp(a, "--alias") || !strcmp(a, "--models-dir") ||
+                   !strcmp(a, "--chat-template") || !strcmp(a, "--chat-template-file") || !strcmp(a, "--model-id") || !strcmp(a, "--session-secret-file") || !strcmp(a, "--state-key-file") || !strcmp(a, "--codec") || !strcmp(a, "--state-dir") || !strcmp(a, "--state-store") || !strcmp(a, "--pooling") || !strcmp(a, "--alias") || !strcmp(a, "--models-dir") ||
                    !strcmp(a, "--draft-model"))) {
             free(keys);
             return cli_fail("%s needs a value", a);
@@ -256,6 +276,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--state-key-file")) o.state_key_file = argv[++i];
         else if (!strcmp(a, "--codec")) o.codec_file = argv[++i];
         else if (!strcmp(a, "--state-dir")) o.state_dir = argv[++i];
+        else if (!strcmp(a, "--state-store")) o.state_store = argv[++i];
         else if (!strcmp(a, "--draft-model")) draft_model = argv[++i];
         else {
             serve_usage(stderr);
@@ -331,6 +352,8 @@ int cmd_serve(int argc, char **argv) {
     zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1, .kv_layer_max = layer_max};
     o.llm_opts = lo;
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }
+    /* readiness: the server listens only once the model is loaded (and, with --preheat, paged in) */
+    if (preheat) zl_llm_preheat(llm, cli_progress, "preheat");
     int ctx_train = zl_llm_n_ctx_train(llm);
     o.sched.n_ctx = n_ctx > 0 ? n_ctx : (ctx_train > 0 && ctx_train < 4096 ? ctx_train : 4096);
     if (kv_budget) {

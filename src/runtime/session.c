@@ -33,12 +33,16 @@ typedef struct sess {
     uint8_t *coded;         /* the state coded while idle (zl_sessions_codec), seq NULL then */
     size_t coded_bytes;
     int coded_tokens;
-    int coding;             /* the sweeper is coding or spilling seq without the lock: wait (wait_coding) */
+    int coding;             /* the sweeper is coding, sealing or spilling seq without the lock: wait (wait_coding) */
     int spilled;            /* the state is with the spill hooks (zl_sessions_spill), seq and coded NULL */
     int spilled_tokens;
     size_t stored_bytes, stored_exact; /* of the code or the spill, for zl_session_restore */
     double store_ms;
     zl_session_restore last; /* how the current (or last) request got its state */
+    uint64_t version;       /* bumped whenever the state a store would hold changes */
+    uint64_t saved_version; /* the version last written to the state store */
+    int turns, saved_turns; /* completed requests, and their count at the last write */
+    double persist_retry;   /* monotonic ms before which a failed write is not retried */
     struct sess *next;
 } sess;
 
@@ -85,6 +89,8 @@ struct zl_sessions {
     uint64_t spilled_total, unspilled_total, spill_failed_total, encoded_exact_bytes;
     double spill_ms, unspill_ms;
     int spill_due; /* the idle KV went over budget: the sweeper spills (spill_over_budget) */
+    uint64_t persisted_total, persist_failed_total;
+    double persist_seal_ms, persist_put_ms;
 };
 
 struct zl_sess_lease {
@@ -141,6 +147,14 @@ static void seq_destroy(zl_seq *q) {
     zl_seq_free(q);
 }
 
+/* Zero and free a session unlinked from the list, with all it holds. */
+static void sess_destroy(sess *x) {
+    seq_destroy(x->seq);
+    free(x->coded);
+    free(x->history);
+    free(x);
+}
+
 /* Under mu: turn a live session into a tombstone. */
 static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     if (x->state != ZL_SESS_OK) return;
@@ -153,7 +167,7 @@ static void sess_kill(zl_sessions *s, sess *x, zl_sess_status why) {
     }
     free(x->coded);
     x->coded = NULL;
-    if (x->spilled) s->o.spill.drop(s->o.spill.ud, x->id);
+    if (x->spilled) s->o.spill.drop(s->o.spill.ud, x->id, x->tenant);
     x->spilled = 0;
     free(x->history);
     x->history = NULL;
@@ -245,6 +259,88 @@ static void enforce_budget(zl_sessions *s) {
     }
 }
 
+/* Under mu: is the state store behind this session? */
+static int persist_pending(const zl_sessions *s, const sess *x) {
+    return s->o.persist.put && x->version != x->saved_version;
+}
+
+/* Under mu: will the sweeper write x while it stays idle?  Coding waits
+ * for that write (the seal callback reads a sequence, not a code); a
+ * session that only shutdown or its next turns will write is coded
+ * meanwhile (zl_sessions_copy_state reads codes too). */
+static int persist_awaited(const zl_sessions *s, const sess *x) {
+    const zl_sessions_persist *p = &s->o.persist;
+    return persist_pending(s, x) &&
+           (p->idle_s > 0 || (p->every_turns > 0 && x->turns - x->saved_turns >= p->every_turns));
+}
+
+/* Under mu: is x due for a write now? */
+static int persist_due(const zl_sessions *s, const sess *x, double now) {
+    const zl_sessions_persist *p = &s->o.persist;
+    if (!persist_pending(s, x) || x->state != ZL_SESS_OK || x->busy || x->seq_out || x->coding || !x->seq ||
+        x->prefill_at || now < x->persist_retry)
+        return 0;
+    return (p->idle_s > 0 && now - x->last_used >= p->idle_s * 1e3) ||
+           (p->every_turns > 0 && x->turns - x->saved_turns >= p->every_turns);
+}
+
+/* Under mu (dropped while sealing and writing): write the sessions that are
+ * due, oldest first, at most a few a sweep so expiry is never held up long. */
+static void persist_some(zl_sessions *s) {
+    const zl_sessions_persist *p = &s->o.persist;
+    if (!p->put) return;
+    for (int k = 0; k < 4; k++) {
+        double now = zl_now_ms(), wall = zl_wall_s();
+        sess *x = NULL;
+        for (sess *y = s->head; y; y = y->next)
+            if (persist_due(s, y, now) && (!x || y->last_used < x->last_used)) x = y;
+        if (!x) return;
+        zl_session_ref ref;
+        snprintf(ref.id, sizeof ref.id, "%s", x->id);
+        snprintf(ref.tenant, sizeof ref.tenant, "%s", x->tenant);
+        ref.created_unix = x->created_unix;
+        ref.last_used_unix = wall - (now - x->last_used) / 1e3;
+        uint64_t version = x->version;
+        int turns = x->turns;
+        char *hist = x->history ? strdup(x->history) : NULL;
+        int oom = x->history && !hist;
+        x->coding = 1;
+        zl_seq *q = x->seq;
+        pthread_mutex_unlock(&s->mu);
+        uint8_t *blob = NULL;
+        size_t n = 0;
+        double t0 = zl_now_ms();
+        int rc = oom ? ZL_ENOMEM : p->seal(p->ud, &ref, q, hist, &blob, &n);
+        double t1 = zl_now_ms();
+        free(hist);
+        pthread_mutex_lock(&s->mu);
+        x->coding = 0;
+        if (x->state != ZL_SESS_OK) { /* killed meanwhile: its sequence was left to us */
+            seq_destroy(q);
+            x->seq = NULL;
+            rc = ZL_EINVAL;
+        }
+        pthread_cond_broadcast(&s->home_cv);
+        if (!rc) {
+            pthread_mutex_unlock(&s->mu);
+            rc = p->put(p->ud, &ref, blob, n);
+            pthread_mutex_lock(&s->mu);
+        }
+        free(blob);
+        s->persist_seal_ms += t1 - t0;
+        s->persist_put_ms += zl_now_ms() - t1;
+        if (rc) {
+            s->persist_failed_total++;
+            /* x may have gone meanwhile (a tombstone stays in the list for minutes, so the pointer is good) */
+            x->persist_retry = zl_now_ms() + ZL_SESS_PERSIST_RETRY_MS;
+            continue;
+        }
+        s->persisted_total++;
+        if (x->saved_version < version) x->saved_version = version;
+        if (x->saved_turns < turns) x->saved_turns = turns;
+    }
+}
+
 /* Under mu (dropped while each put runs): spill least-recently-used idle
  * sessions while the idle KV is over budget; a failed put evicts. */
 static void spill_over_budget(zl_sessions *s) {
@@ -264,6 +360,8 @@ static void spill_over_budget(zl_sessions *s) {
         memcpy(id, x->id, sizeof id);
         memcpy(tenant, x->tenant, sizeof tenant);
         double created = x->created_unix, last = zl_wall_s() - (zl_now_ms() - x->last_used) / 1e3;
+        uint64_t version = x->version;
+        int turns = x->turns;
         x->coded = NULL;
         pthread_mutex_unlock(&s->mu);
         double t0 = zl_now_ms();
@@ -272,13 +370,16 @@ static void spill_over_budget(zl_sessions *s) {
         free(hist);
         pthread_mutex_lock(&s->mu);
         x->coding = 0;
+        if (!rc && x->state == ZL_SESS_OK) { /* the store has it as it is: a written session too */
+            if (x->saved_version < version) x->saved_version = version;
+            if (x->saved_turns < turns) x->saved_turns = turns;
+        }
         if (x->state != ZL_SESS_OK) { /* killed meanwhile: its sequence was left to us */
-            if (!rc) sp->drop(sp->ud, id);
+            if (!rc) sp->drop(sp->ud, id, tenant);
             seq_destroy(q);
             x->seq = NULL;
             free(code);
-        } else if (x->busy) { /* a request is about to use it: keep it here */
-            if (!rc) sp->drop(sp->ud, id);
+        } else if (x->busy) { /* a request is about to use it: keep it here (the store's copy stays current) */
             x->coded = code;
         } else if (rc) {
             x->coded = code;
@@ -310,7 +411,8 @@ static void code_one(zl_sessions *s) {
     sess *x = NULL;
     for (sess *y = s->head; y; y = y->next)
         if (y->state == ZL_SESS_OK && !y->busy && !y->seq_out && !y->coding && y->seq && !y->prefill_at &&
-            zl_seq_n_past(y->seq) > 0 && now - y->last_used > c->idle_s * 1e3 && (!x || y->last_used < x->last_used))
+            zl_seq_n_past(y->seq) > 0 && now - y->last_used > c->idle_s * 1e3 && !persist_awaited(s, y) &&
+            (!x || y->last_used < x->last_used))
             x = y;
     if (!x) return;
     ZL_ASSERT(sess_ok(x) && !x->coded); /* idle -> coding */
@@ -367,6 +469,7 @@ void zl_sessions_sweep(zl_sessions *s) {
         }
         pp = &x->next;
     }
+    persist_some(s);
     code_one(s);
     spill_over_budget(s);
     pthread_mutex_unlock(&s->mu);
@@ -533,10 +636,7 @@ void zl_sessions_free(zl_sessions *s) {
     while (s->head) {
         sess *x = s->head;
         s->head = x->next;
-        seq_destroy(x->seq);
-        free(x->coded);
-        free(x->history);
-        free(x);
+        sess_destroy(x);
     }
     zl_seq_free(s->spare); /* never used: nothing to zero */
     zl_seq_free(s->part);
@@ -560,6 +660,12 @@ zl_sess_status zl_sessions_create(zl_sessions *s, const char *id, const char *te
     x->created_unix = created_unix;
     x->last_used = zl_now_ms();
     pthread_mutex_lock(&s->mu);
+    sess *same = find(s, id);
+    if (same && same->state == ZL_SESS_OK) { /* a restore racing another (load on a miss): one wins */
+        pthread_mutex_unlock(&s->mu);
+        free(x);
+        return ZL_SESS_BUSY;
+    }
     int live = 0;
     sess *lru = NULL;
     for (sess *y = s->head; y; y = y->next) {
@@ -625,13 +731,30 @@ zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *ten
         free(x->coded);
         x->coded = NULL;
         x->coded_bytes = 0;
-        if (x->spilled) s->o.spill.drop(s->o.spill.ud, x->id);
+        if (x->spilled) s->o.spill.drop(s->o.spill.ud, x->id, x->tenant);
         x->spilled = 0;
         x->committed = 0;
         x->prefill_at = 0;
         free(x->history);
         x->history = NULL;
         x->last_used = zl_now_ms();
+        x->version++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+zl_sess_status zl_sessions_forget(zl_sessions *s, const char *id, const char *tenant) {
+    pthread_mutex_lock(&s->mu);
+    sess *x;
+    zl_sess_status st = lookup_idle(s, id, tenant, &x);
+    if (st == ZL_SESS_OK) {
+        for (sess **pp = &s->head; *pp; pp = &(*pp)->next)
+            if (*pp == x) {
+                *pp = x->next;
+                break;
+            }
+        sess_destroy(x);
     }
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -668,6 +791,7 @@ void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t
                 h[len] = 0;
                 free(x->history);
                 x->history = h;
+                x->version++;
             }
         }
     }
@@ -791,7 +915,7 @@ static int acquire_seq(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, con
             x->coded = NULL;
             x->coded_bytes = 0;
             spilled = x->spilled;
-            x->spilled = 0; /* ours now: a kill meanwhile leaves the stored copy to us */
+            x->spilled = 0; /* ours now */
             x->last = (zl_session_restore){code ? ZL_SESS_FROM_CODE : spilled ? ZL_SESS_FROM_SPILL : ZL_SESS_FROM_MEMORY,
                                            1, code ? x->coded_tokens : spilled ? x->spilled_tokens : 0,
                                            code || spilled ? x->stored_bytes : 0, code || spilled ? x->stored_exact : 0,
@@ -806,7 +930,7 @@ static int acquire_seq(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, con
                 seq_destroy(q);
                 q = NULL;
             }
-            s->o.spill.drop(s->o.spill.ud, h->id);
+            /* the stored copy stays: it is the session as last written (zl_sessions_persist) */
             double ms = zl_now_ms() - t0;
             pthread_mutex_lock(&s->mu);
             s->unspilled_total++;
@@ -924,6 +1048,8 @@ void zl_sess_lease_release(zl_sess_lease *h, zl_seq *q) {
         } else {
             x->committed = zl_seq_n_past(x->seq);
             x->prefill_at = 0;
+            x->turns++;
+            x->version++;
         }
         ZL_ASSERT(sess_ok(x));
         enforce_budget(s);
@@ -979,6 +1105,10 @@ void zl_sessions_stats_get(zl_sessions *s, zl_sessions_stats *st) {
     st->spares_made = s->spares_made;
     st->spares_taken = s->spares_taken;
     st->spares_taken_part = s->spares_taken_part;
+    st->persisted_total = s->persisted_total;
+    st->persist_failed_total = s->persist_failed_total;
+    st->persist_seal_ms = s->persist_seal_ms;
+    st->persist_put_ms = s->persist_put_ms;
     pthread_mutex_unlock(&s->mu);
     zl_pcache_stats_get(s->pcache, &st->pcache);
 }
@@ -1045,6 +1175,7 @@ int zl_sessions_list(zl_sessions *s, zl_session_ref **out) {
         snprintf(r[k].tenant, sizeof r[k].tenant, "%s", x->tenant);
         r[k].created_unix = x->created_unix;
         r[k].last_used_unix = wall - (now - x->last_used) / 1e3;
+        r[k].unsaved = !s->o.persist.put || persist_pending(s, x);
         k++;
     }
     pthread_mutex_unlock(&s->mu);

@@ -48,19 +48,47 @@ typedef struct zl_sessions_codec {
     double idle_s; /* 0: off */
 } zl_sessions_codec;
 
-/* Spilling idle sessions past the KV budget (serve --state-dir): instead of
- * evicting the least recently used idle session, the sweeper hands its state
- * to put (without the store's lock: the session is marked coding and every
- * user of its sequence waits) and keeps only its record; the next request
- * (engine thread) or snapshot gets the state back with get, after which
- * (or when the session goes) drop forgets the stored copy.  A failed put
- * evicts the session as before.  The store knows nothing of files. */
+/* The live sessions now (id, tenant, created, last used): zl_sessions_list. */
+typedef struct zl_session_ref {
+    char id[80], tenant[ZL_SESS_TENANT_MAX];
+    double created_unix, last_used_unix;
+    int unsaved; /* changed since its last write to the state store (always 1 without one) */
+} zl_session_ref;
+
+/* Writing sessions to a state store (serve --state-store / --state-dir,
+ * server/state_store.c): the sweeper decides when, the server how.  A
+ * session whose state changed since its last write is due once it has been
+ * idle for idle_s seconds, or at once after every_turns completed requests
+ * since its last write.  For a due session the sweeper calls seal (without
+ * the store's lock; users of the session wait meanwhile, as while coding)
+ * and then put with nothing held, so a slow store delays no request.  A
+ * failed put is retried no sooner than ZL_SESS_PERSIST_RETRY_MS later. */
+#define ZL_SESS_PERSIST_RETRY_MS 1000.0
+typedef struct zl_sessions_persist {
+    int (*seal)(void *ud, const zl_session_ref *ref, const zl_seq *seq, const char *history, uint8_t **out,
+                size_t *n); /* 0 or an error; *out malloc'd */
+    int (*put)(void *ud, const zl_session_ref *ref, const uint8_t *v, size_t n); /* 0 or an error */
+    void *ud;
+    double idle_s;   /* 0: never on idle */
+    int every_turns; /* 0: never by turns */
+} zl_sessions_persist;
+
+/* Spilling idle sessions past the KV budget (serve --state-dir or
+ * --state-store): instead of evicting the least recently used idle session,
+ * the sweeper hands its state to put (without the store's lock: the session
+ * is marked coding and every user of its sequence waits) and keeps only its
+ * record; the next request (engine thread) or snapshot gets the state back
+ * with get.  The stored copy stays after that: a spilled session is also a
+ * written one (zl_sessions_persist), and the copy is its last write.  drop
+ * forgets it only when a spilled session is killed or flushed.  A failed put
+ * evicts the session as before.  The hooks are the state store's; this store
+ * knows nothing of files. */
 typedef struct zl_sessions_spill {
     /* seq, or the idle code (zl_sessions_codec) when the session is held coded; 0 when stored */
     int (*put)(void *ud, const char *id, const char *tenant, double created_unix, double last_used_unix,
                const zl_seq *seq, const uint8_t *code, size_t code_bytes, const char *history, size_t *stored);
     int (*get)(void *ud, const char *id, const char *tenant, zl_seq *seq); /* into a fresh sequence */
-    void (*drop)(void *ud, const char *id);
+    void (*drop)(void *ud, const char *id, const char *tenant);
     void *ud;
 } zl_sessions_spill;
 
@@ -73,6 +101,7 @@ typedef struct zl_sessions_opts {
     int pcache_block;      /* tokens per prefix-cache block (default 16) */
     zl_sessions_codec codec; /* idle sessions coded (zero: never) */
     zl_sessions_spill spill; /* sessions over kv_budget spilled (zero: evicted) */
+    zl_sessions_persist persist; /* sessions written to a store (zero: never) */
     double spare_idle_ms;  /* quiet time (no job holding a sequence) before the spare sequence is
                               mapped (default 100; < 0: none) */
 } zl_sessions_opts;
@@ -116,6 +145,8 @@ typedef struct zl_sessions_stats {
     double spill_ms, unspill_ms;              /* time spent spilling and bringing back */
     int spare_ready;
     uint64_t spare_bytes_mapped, spares_made, spares_taken, spares_taken_part;
+    uint64_t persisted_total, persist_failed_total; /* writes to the state store (zl_sessions_persist) */
+    double persist_seal_ms, persist_put_ms;
 } zl_sessions_stats;
 
 int zl_sessions_new(zl_sessions **out, const zl_sessions_opts *o, zl_err *err);
@@ -135,17 +166,17 @@ zl_sess_status zl_sessions_delete(zl_sessions *s, const char *id, const char *te
  * BUSY while a request runs on it. */
 zl_sess_status zl_sessions_copy_state(zl_sessions *s, const char *id, const char *tenant, zl_seq *dst,
                                       char **history);
-/* The live sessions now (id, tenant, created, last used): *out is malloc'd,
- * returns the count (-1: out of memory). */
-typedef struct zl_session_ref {
-    char id[80], tenant[ZL_SESS_TENANT_MAX];
-    double created_unix, last_used_unix;
-} zl_session_ref;
+/* The live sessions now: *out is malloc'd, returns the count (-1: out of
+ * memory). */
 int zl_sessions_list(zl_sessions *s, zl_session_ref **out);
 /* Create a session that holds seq (a restored snapshot: its tokens are all
  * committed) and history (may be NULL).  Takes seq on ZL_SESS_OK. */
 zl_sess_status zl_sessions_create_with(zl_sessions *s, const char *id, const char *tenant, double created_unix,
                                        zl_seq *seq, const char *history, size_t len, zl_session_info *info);
+/* Let go of an idle session without a tombstone: it is in a state store
+ * now, and the next request for it, on this process or another, loads it
+ * from there.  Its KV is zeroed. */
+zl_sess_status zl_sessions_forget(zl_sessions *s, const char *id, const char *tenant);
 /* Drop the cached tokens and zero their KV memory; the session stays. */
 zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *tenant);
 /* A request starts on the session: marks it busy (one request at a time). */

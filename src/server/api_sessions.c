@@ -12,7 +12,9 @@
  * tenant's (or an altered, or forged) token fails the MAC -> 403.
  * The secret is random per start unless --session-secret-file names a file
  * (its SHA-256 is the key), which lets tokens survive a restart's checks
- * (the sessions themselves do not: KV lives in memory only). */
+ * and be checked by every replica; the sessions themselves survive only in a
+ * state store (state_store.c), from which a replica loads a session it does
+ * not hold. */
 #include <ctype.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #include "../base/err.h"
+#include "../runtime/store.h"
 #include "../state/snapshot.h"
 #include "lease.h"
 #include "pipeline.h"
@@ -70,7 +73,8 @@ int zl_sessions_setup(zl_srv *srv, zl_err *err) {
     };
     int rc = zl_state_setup(srv, err);
     if (!rc) rc = zl_state_idle_codec(srv, &so.codec, err);
-    if (!rc) zl_state_dir_spill(srv, &so.spill);
+    if (!rc) rc = zl_state_store_setup(srv, &so.persist, err);
+    if (!rc) zl_state_store_spill(srv, &so.spill);
     if (!rc) rc = zl_sessions_new(&srv->sessions, &so, err);
     if (rc) zl_state_free(srv);
     return rc;
@@ -159,6 +163,28 @@ static enum MHD_Result bad_token(zl_req *r) {
                       "session token rejected: it is malformed, altered, forged, or belongs to another tenant");
 }
 
+/* ---------------- sessions held elsewhere (the state store) ---------------- */
+
+/* A session this replica does not hold (never had, or evicted for memory)
+ * may be in the state store: another replica wrote it, or this one did
+ * before it restarted.  Load it, then look again.  *down: the store did not
+ * answer, so "unknown" is not known. */
+static int held_or_loaded(zl_srv *srv, const char *id, const char *tenant, int *down) {
+    *down = 0;
+    if (!srv->store) return 0;
+    zl_session_info in;
+    zl_sess_status st = zl_sessions_info(srv->sessions, id, tenant, &in);
+    if (st != ZL_SESS_UNKNOWN && st != ZL_SESS_EVICTED) return 0;
+    zl_fetch_result fr = zl_state_store_fetch(srv, id, tenant);
+    *down = fr == ZL_FETCH_DOWN;
+    return fr == ZL_FETCH_LOADED;
+}
+
+static enum MHD_Result store_down(zl_req *r, const char *id) {
+    return zl_reply_error(r, ZL_E_UNAVAILABLE, NULL,
+                          "session %s is not on this replica and the state store does not answer; retry shortly", id);
+}
+
 /* ---------------- per generation request ---------------- */
 
 static const char *token_from(zl_req *r, json_t *body) {
@@ -206,9 +232,13 @@ int zl_sess_open(zl_req *r, json_t *body, const char *user, zl_sess_req **out) {
             free(c);
             return -1;
         }
+        int down = 0;
         zl_sess_status st = zl_sessions_begin(r->srv->sessions, c->id, c->tenant);
+        if ((st == ZL_SESS_UNKNOWN || st == ZL_SESS_EVICTED) && held_or_loaded(r->srv, c->id, c->tenant, &down))
+            st = zl_sessions_begin(r->srv->sessions, c->id, c->tenant);
         if (st != ZL_SESS_OK) {
-            status_reply(r, st, c->id);
+            if (down && st == ZL_SESS_UNKNOWN) store_down(r, c->id);
+            else status_reply(r, st, c->id);
             free(c);
             return -1;
         }
@@ -327,6 +357,12 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     free(si.history);
     if (st != ZL_SESS_OK) zl_state_seq_free(restored);
     if (st != ZL_SESS_OK) return status_reply(r, st, id);
+    /* With a shared state store the new session goes there at once and does not stay here: the load balancer
+     * routes its requests by the token, which may lead to another replica, and a copy kept here would go stale.
+     * If the store does not answer, the session is local only (store.c warned). */
+    if (r->srv->store && !zl_state_store_write_now(r->srv, id, tenant, (double)ms / 1e3) &&
+        zl_store_shared(r->srv->store))
+        zl_sessions_forget(r->srv->sessions, id, tenant);
     char token[200];
     if (zl_sess_token_make(r->srv->sess_secret, r->srv->sess_secret_len, id, tenant, created, token, sizeof token))
         return zl_reply_error(r, ZL_E_INTERNAL, NULL, "cannot mint a token for session %s", id);
@@ -471,6 +507,9 @@ static enum MHD_Result sess_op_run(zl_req *r, json_t *b, sess_op op) {
     zl_sess_status st;
     if (!tok) return zl_sess_error(r, ZL_E_FORBIDDEN, "missing_token", "this route needs the session token (X-Zerolayer-Session)");
     if (zl_sess_token_check(r->srv->sess_secret, r->srv->sess_secret_len, tok, tenant, tid, sizeof tid) || strcmp(tid, id)) return bad_token(r);
+    int down = 0;
+    held_or_loaded(r->srv, id, tenant, &down);
+    if (down && zl_sessions_info(ss, id, tenant, &(zl_session_info){0}) == ZL_SESS_UNKNOWN) return store_down(r, id);
     switch (op) {
     case SESS_GET: {
         zl_session_info in;
@@ -479,6 +518,7 @@ static enum MHD_Result sess_op_run(zl_req *r, json_t *b, sess_op op) {
     }
     case SESS_DELETE:
         st = zl_sessions_delete(ss, id, tenant);
+        if (!st) zl_state_store_drop(r->srv, id, tenant);
         return st ? status_reply(r, st, id)
                   : zl_reply_json(r, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "session", "deleted", 1),
                                   NULL);
@@ -558,4 +598,15 @@ void zl_sessions_metrics(zl_srv *srv, zl_buf *o) {
                   (unsigned long long)st.spilled_total, (unsigned long long)st.unspilled_total,
                   (unsigned long long)st.spill_failed_total, st.spill_ms / 1e3, st.unspill_ms / 1e3,
                   st.encoded_exact_bytes ? (double)st.encoded_bytes / (double)st.encoded_exact_bytes : 0.0);
+    if (srv->store)
+        zl_buf_printf(o,
+                      "# HELP zerolayer_sessions_persisted_total Idle or every-N-turns writes of a session to the state store.\n"
+                      "# TYPE zerolayer_sessions_persisted_total counter\nzerolayer_sessions_persisted_total %llu\n"
+                      "# HELP zerolayer_sessions_persist_failed_total Such writes that failed (retried later).\n"
+                      "# TYPE zerolayer_sessions_persist_failed_total counter\nzerolayer_sessions_persist_failed_total %llu\n"
+                      "# HELP zerolayer_sessions_persist_seal_seconds_total Time sealing sessions for the state store.\n"
+                      "# TYPE zerolayer_sessions_persist_seal_seconds_total counter\nzerolayer_sessions_persist_seal_seconds_total %.6f\n",
+                      (unsigned long long)st.persisted_total, (unsigned long long)st.persist_failed_total,
+                      st.persist_seal_ms / 1e3);
+    zl_state_store_metrics(srv, o);
 }

@@ -100,6 +100,7 @@ const uint8_t *zl_state_fingerprint(const zl_srv *srv) { return srv->state->fing
 const zl_codec *zl_state_codec(const zl_srv *srv) { return srv->state ? srv->state->codec : NULL; }
 
 void zl_state_free(zl_srv *srv) {
+    zl_state_store_free(srv);
     if (!srv->state) return;
     zl_codec_free(srv->state->codec);
     OPENSSL_cleanse(srv->state, sizeof *srv->state);

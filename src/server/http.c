@@ -495,8 +495,8 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     so.on_step = on_step;
     so.on_step_ud = srv;
     rc = zl_sched_new(&srv->sched, llm, &so, err);
-    if (!rc && (rc = zl_state_dir_load(srv, err))) zl_sched_free(srv->sched);
-    if (rc) { zl_state_free(srv); zl_sessions_free(srv->sessions); zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
+    if (!rc && (rc = zl_state_store_load_all(srv, err))) zl_sched_free(srv->sched);
+    if (rc) { zl_sessions_free(srv->sessions); zl_state_free(srv); zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
 
     struct sockaddr_in6 a6 = {0};
     struct sockaddr_in a4 = {0};
@@ -514,8 +514,8 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
         flags |= MHD_USE_IPv6;
     } else {
         zl_sched_free(srv->sched);
+        zl_sessions_free(srv->sessions); /* joins the sweeper, which uses the state */
         zl_state_free(srv);
-        zl_sessions_free(srv->sessions);
         zl_chat_fmt_free(&srv->tpl);
         free(srv);
         return zl_errf(err, ZL_EINVAL, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
@@ -536,8 +536,8 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
                               MHD_OPTION_UNESCAPE_CALLBACK, url_unescape, NULL, MHD_OPTION_END);
     if (!srv->d) {
         zl_sched_free(srv->sched);
+        zl_sessions_free(srv->sessions); /* joins the sweeper, which uses the state */
         zl_state_free(srv);
-        zl_sessions_free(srv->sessions);
         zl_chat_fmt_free(&srv->tpl);
         free(srv);
         return zl_errf(err, ZL_EIO, "cannot listen on %s:%d: %s", o->host, o->port, strerror(errno));
@@ -558,11 +558,11 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     zl_sched_stop(srv->sched); /* cancels running jobs, so their streams end */
     MHD_stop_daemon(srv->d);       /* no request thread runs after this ... */
     zl_batches_free(srv->batches); /* ... so none can be reading the batches it frees */
-    zl_state_dir_save(srv);        /* every session sealed once no request can touch it */
+    zl_state_store_save_all(srv);  /* every session sealed once no request can touch it */
     zl_models_free(srv);
     zl_sched_free(srv->sched);
+    zl_sessions_free(srv->sessions); /* joins the sweeper, which uses the state */
     zl_state_free(srv);
-    zl_sessions_free(srv->sessions);
     zl_chat_fmt_free(&srv->tpl);
     free(srv);
     return 0;

@@ -14,6 +14,7 @@
 #include "controls.h"
 #include "gen.h"
 #include "jsonv.h"
+#include "metrics.h"
 #include "server.h"
 
 struct zl_batches;
@@ -38,6 +39,7 @@ typedef struct zl_srv {
     atomic_int draining;           /* SIGTERM came: every new request is a 503 */
     atomic_int in_flight;          /* requests begun and not yet completed */
     zl_srv_state *state;           /* snapshot key, codec, model fingerprint (api_state.c) */
+    struct zl_store *store;        /* sessions kept outside the process (state_store.c), or NULL */
 } zl_srv;
 
 typedef enum { ZL_API_OPENAI = 0, ZL_API_ANTHROPIC = 1 } zl_api;
@@ -223,12 +225,26 @@ const uint8_t *zl_state_key(const zl_srv *srv);
 const uint8_t *zl_state_fingerprint(const zl_srv *srv);
 /* The learned codec (--codec), or NULL. */
 const struct zl_codec *zl_state_codec(const zl_srv *srv);
-/* --state-dir (state_dir.c): restore the saved sessions at start (after the
- * scheduler exists); save every live session at shutdown. */
-int zl_state_dir_load(zl_srv *srv, zl_err *err);
-void zl_state_dir_save(zl_srv *srv);
-/* The session store's spill hooks over DIR (zero without --state-dir). */
-void zl_state_dir_spill(zl_srv *srv, zl_sessions_spill *out);
+/* The session state store (state_store.c: --state-dir or --state-store):
+ * setup opens it and fills the sweeper's write hooks (zero when there is
+ * none); load_all restores a directory's sessions at start (after the
+ * scheduler exists; nothing for a shared store); save_all writes every live
+ * session at shutdown; fetch loads a session this replica does not hold
+ * (ZL_FETCH_LOADED: it is in the session store now); drop deletes one. */
+int zl_state_store_setup(zl_srv *srv, zl_sessions_persist *p, zl_err *err);
+void zl_state_store_free(zl_srv *srv);
+int zl_state_store_load_all(zl_srv *srv, zl_err *err);
+void zl_state_store_save_all(zl_srv *srv);
+/* Write one session now (a new or restored session, before its token goes
+ * out: the next request may reach another replica); 0 when written. */
+int zl_state_store_write_now(zl_srv *srv, const char *id, const char *tenant, double created_unix);
+zl_fetch_result zl_state_store_fetch(zl_srv *srv, const char *id, const char *tenant);
+void zl_state_store_drop(zl_srv *srv, const char *id, const char *tenant);
+void zl_state_store_metrics(zl_srv *srv, zl_buf *out);
+/* The session store's spill hooks over the state store (zero without one):
+ * sessions past --session-kv-mb are sealed there (learned codes with --codec)
+ * instead of evicted. */
+void zl_state_store_spill(zl_srv *srv, zl_sessions_spill *out);
 /* Per generation request: the tenant, and the session when the request
  * names one (X-Zerolayer-Session header or body field `session`). */
 typedef struct zl_sess_req zl_sess_req;

@@ -29,6 +29,8 @@ static struct {
     long long prompt_tokens, generated_tokens, cancelled;
     long long snapshots[ZL_SNAPM_COUNT], encoded_bytes, decoded_bytes;
     double state_entropy;
+    long long store_loads[ZL_FETCH_COUNT], store_writes[2];
+    double store_load_s;
 } M = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .duration = {le_req, NLE(le_req), {0}, 0, 0},
@@ -78,6 +80,8 @@ void zl_metrics_state_entropy(double bits) { LOCKED(M.state_entropy = bits); }
 void zl_metrics_snapshot(zl_snapm result, size_t enc, size_t dec) {
     LOCKED(M.snapshots[result]++; M.encoded_bytes += (long long)enc; M.decoded_bytes += (long long)dec);
 }
+void zl_metrics_store_load(zl_fetch_result r, double ms) { LOCKED(M.store_loads[r]++; M.store_load_s += ms / 1e3); }
+void zl_metrics_store_write(int ok, size_t bytes) { (void)bytes; LOCKED(M.store_writes[ok ? 1 : 0]++); }
 void zl_metrics_tokens(long long p, long long g) { LOCKED(M.prompt_tokens += p; M.generated_tokens += g); }
 
 static void render_hist(zl_buf *o, const char *name, const char *help, const hist *h) {
@@ -125,6 +129,18 @@ void zl_metrics_render(zl_buf *o, zl_sched *s) {
                   (double)M.encoded_bytes);
     render_scalar(o, "zerolayer_codec_decoded_bytes_total", "counter",
                   "Bytes of state opened: snapshots restored and coded idle sessions rebuilt.", (double)M.decoded_bytes);
+    static const char *const fetch[ZL_FETCH_COUNT] = {"loaded", "miss", "store_down", "invalid"};
+    zl_buf_puts(o, "# HELP zerolayer_state_store_loads_total Sessions a request named that this replica did not hold, "
+                   "by what the state store gave.\n# TYPE zerolayer_state_store_loads_total counter\n");
+    for (int i = 0; i < ZL_FETCH_COUNT; i++)
+        zl_buf_printf(o, "zerolayer_state_store_loads_total{result=\"%s\"} %lld\n", fetch[i], M.store_loads[i]);
+    zl_buf_printf(o, "# HELP zerolayer_state_store_writes_total Sealed sessions written to the state store, by result.\n"
+                     "# TYPE zerolayer_state_store_writes_total counter\n"
+                     "zerolayer_state_store_writes_total{result=\"ok\"} %lld\n"
+                     "zerolayer_state_store_writes_total{result=\"failed\"} %lld\n",
+                  M.store_writes[1], M.store_writes[0]);
+    render_scalar(o, "zerolayer_state_store_load_seconds_total", "counter",
+                  "Time spent loading sessions from the state store (read, unseal, restore).", M.store_load_s);
     render_scalar(o, "zerolayer_state_entropy_bits", "gauge",
                   "Empirical entropy of the last coded idle state's coefficients, bits per K/V element.",
                   M.state_entropy);

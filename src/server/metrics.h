@@ -23,6 +23,12 @@ void zl_metrics_snapshot(zl_snapm result, size_t encoded_bytes, size_t decoded_b
  * K/V element: the state-health gauge). */
 void zl_metrics_codec(size_t encoded_bytes, size_t decoded_bytes);
 void zl_metrics_state_entropy(double bits);
+/* The session state store (state_store.c): a session a request named and
+ * this replica did not hold, by what the store gave (the result of
+ * zl_state_store_fetch); and each write of a sealed session. */
+typedef enum { ZL_FETCH_LOADED, ZL_FETCH_MISS, ZL_FETCH_DOWN, ZL_FETCH_BAD, ZL_FETCH_COUNT } zl_fetch_result;
+void zl_metrics_store_load(zl_fetch_result result, double ms);
+void zl_metrics_store_write(int ok, size_t bytes);
 /* Append the exposition text (version 0.0.4) to out. */
 void zl_metrics_render(zl_buf *out, zl_sched *s);
 

@@ -116,8 +116,8 @@ static void on_step(void *ud, int n_seqs, int n_tokens, double ms) {
 static void srv_free(zl_srv *c) {
     if (!c) return;
     if (c->sched) zl_sched_free(c->sched);
+    zl_sessions_free(c->sessions); /* joins the sweeper, which uses the state */
     zl_state_free(c);
-    zl_sessions_free(c->sessions);
     zl_chat_fmt_free(&c->tpl);
     zl_llm_close(c->llm);
     free(c);
@@ -134,6 +134,9 @@ static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl
     c->o.chat_template_file = NULL;
     c->o.codec_file = NULL; /* --codec is fitted to the first model */
     c->o.state_dir = NULL;  /* only the first model's sessions are saved */
+    c->o.state_store = NULL;
+    c->o.store_idle_s = 0;
+    c->o.store_every = 0;
     c->o.n_models = 0;
     c->started = (long long)time(NULL);
     snprintf(c->model_id, sizeof c->model_id, "%s", m->id);

@@ -47,7 +47,12 @@ typedef struct zl_server_opts {
                                         passphrase snapshots */
     const char *codec_file;          /* learned state codec (.zlc) for snapshots; NULL: exact only */
     double compress_idle_s;          /* sessions idle this long are held coded (needs codec_file); 0: never */
-    const char *state_dir;           /* sessions saved at shutdown and restored at start (state_dir.c) */
+    const char *state_dir;           /* the state store is this directory: sessions written when idle and at
+                                        shutdown, restored at start (state_store.c) */
+    const char *state_store;         /* or Redis, redis://HOST:PORT[/DB]: sessions written when idle and at
+                                        shutdown, loaded by any replica a request for them reaches */
+    double store_idle_s;             /* write a changed session idle this long (5; < 0: only at shutdown) */
+    int store_every;                 /* also write a session after every N turns (0: off) */
     /* message batches (0: defaults) */
     double batch_retention_s; /* an ended batch is dropped after this (3600) */
     int batches_per_tenant;   /* 64 */

@@ -118,7 +118,7 @@ zl_snap_result zl_snap_export(const zl_seq *s, const zl_snap_export_opts *o, uin
     plain[8] = (uint8_t)zl_seq_kv_type(s);
     int nt = 0;
     const int32_t *toks = zl_seq_tokens(s, &nt);
-    memcpy(plain + PAYLOAD_HEAD, toks, 4 * (size_t)n);
+    if (n) memcpy(plain + PAYLOAD_HEAD, toks, 4 * (size_t)n); /* an empty session has no token array */
     if (hist) memcpy(plain + PAYLOAD_HEAD + 4 * (size_t)n, o->history, hist);
     uint8_t *rows = plain + PAYLOAD_HEAD + 4 * (size_t)n + hist;
     if (!c) {

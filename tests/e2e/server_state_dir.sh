@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # server_state_dir.sh — sessions that survive a restart (`serve --state-dir`,
-# src/server/state_dir.c) on stories260K:
-#   - at shutdown each live session is sealed into DIR/<id>.zls (a deleted one
-#     is not); a restart with the same --state-key-file and
+# the directory state store: src/server/state_store.c, src/runtime/store_dir.c)
+# on stories260K:
+#   - at shutdown each live session is sealed into its record
+#     DIR/zerolayer:session:<tenant>:<id>.zls (a deleted one has none); a restart with the same --state-key-file and
 #     --session-secret-file restores it: the old token works, it holds the same
 #     tokens, and its next turn is the greedy text of re-prefilling;
 #   - kill -9 in the middle of a write (ZL_STATE_WRITE_PAUSE_MS holds the
@@ -12,9 +13,12 @@
 #     the server still starts;
 #   - --state-dir without --state-key-file is a one-line error;
 #   - a full disk (a 64 KiB tmpfs, when this user may mount one) is a clear
-#     error line and leaves no file behind;
-#   - past --session-kv-mb the LRU idle session is spilled to DIR, not
-#     evicted, and its next turn brings it back with the re-prefill text.
+#     error line and leaves no partial file behind;
+#   - past --session-kv-mb the LRU idle session is spilled to its record in
+#     DIR, not evicted, and its next turn brings it back with the re-prefill
+#     text; the record stays (the session as last written); with --codec and
+#     writes only at shutdown (--store-idle 0) idle sessions are still held
+#     coded, and coded ones spill as learned codes.
 # usage: server_state_dir.sh BIN ROOT
 # needs: loopback
 set -uo pipefail
@@ -28,10 +32,10 @@ fails=0
 check() { if [ "$1" = 0 ]; then echo "ok   $2"; else echo "FAIL $2"; fails=$((fails + 1)); fi; }
 stop() { kill -TERM "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null; SRV=; }
 start() { zl_serve_start -m "$MODEL" --ctx 512 --state-key-file "${KEY:-$T/key}" --session-secret-file "$T/secret" --state-dir "$D" "$@"; }
-py() { python3 - "$URL" "$T" "$@"; }
+py() { python3 - "$URL" "$T" "$D" "$@"; }
 cat >"$T/lib.py" <<'PY'
 import json, sys, urllib.request, urllib.error
-URL, T = sys.argv[1], sys.argv[2]
+URL, T, D = sys.argv[1], sys.argv[2], sys.argv[3]
 def req(path, body=None, token=None, method='POST'):
     h = {'content-type': 'application/json', 'X-Zerolayer-User': 'alice'}
     if token: h['X-Zerolayer-Session'] = token
@@ -47,6 +51,13 @@ def complete(prompt, token=None):
     return j['choices'][0]['text'], j['timings']['cached_tokens']
 P1, P2 = 'Once upon a time', ' One day, she went to the park'
 P = (P1 + ' there was a little girl named Lily. She loved to play outside in the sun with her friends.') * 11
+def record(sid):  # the session's file in the store, or None
+    import os
+    fs = [f for f in os.listdir(D) if f.startswith('zerolayer:session:') and f.endswith(':' + sid + '.zls')]
+    return fs[0] if fs else None
+def spilled(s):  # live, its tokens counted, none of them in memory
+    st, info = req('/v1/sessions/' + s['id'], None, s['token'], 'GET')
+    return st == 200 and info['cached_tokens'] > 0 and info['kv_bytes'] == 0
 def metric(name):
     import re
     m = re.search(r'^%s (\S+)$' % name, urllib.request.urlopen(URL + '/metrics').read().decode(), re.M)
@@ -127,13 +138,14 @@ st, s = req('/v1/sessions', {})
 complete(P1 * 40, s['token'])
 PY
   stop
-  grep -q "writing .* failed: No space left on device" "$T/server.log" && [ -z "$(ls -A "$T/full")" ]; check $? "a full disk: $(grep 'failed' "$T/server.log"), nothing left: $(ls -A "$T/full")"
+  # the session was written empty when it was created (fits); the full write fails and leaves no partial file
+  grep -q "writing .* failed: No space left on device" "$T/server.log" && ! ls -A "$T/full" | grep -q '\.tmp$'; check $? "a full disk: $(grep 'failed' "$T/server.log"), no partial file: $(ls -A "$T/full")"
   umount "$T/full"
 else
   echo "SKIP full disk: cannot mount a tmpfs here"
 fi
-# over --session-kv-mb with --state-dir: the LRU idle session is spilled to a file (not evicted) and its next
-# turn brings it back: the same greedy text as re-prefilling, its tokens reused, the file gone
+# over --session-kv-mb with --state-dir: the LRU idle session is spilled to its record (not evicted) and its next
+# turn brings it back: the same greedy text as re-prefilling, its tokens reused, the record kept
 D="$T/spill"
 start --session-kv-mb 1 || exit 1
 py <<'PY'
@@ -145,10 +157,10 @@ for i in range(5):  # ~400 tokens of 640 bytes each: the fourth goes over 1 MB
 for _ in range(100):
     if metric('zerolayer_sessions_spilled') >= 1: break
     time.sleep(0.1)
-files = sorted(f for f in os.listdir(T + '/spill') if f.endswith('.zls'))
 a = ss[0]
-ok = metric('zerolayer_sessions_spilled') >= 1 and metric('zerolayer_sessions_evicted_total') == 0 and a['id'] + '.zls' in files
-print(('ok   ' if ok else 'FAIL ') + 'over the budget the LRU session is spilled, none evicted: %s' % files)
+ok = metric('zerolayer_sessions_spilled') >= 1 and metric('zerolayer_sessions_evicted_total') == 0 and spilled(a)
+ok = ok and record(a['id']) is not None
+print(('ok   ' if ok else 'FAIL ') + 'over the budget the LRU session is spilled to %s, none evicted' % record(a['id']))
 st, info = req('/v1/sessions/' + a['id'], None, a['token'], 'GET')
 ok2 = st == 200 and info['cached_tokens'] > 0
 print(('ok   ' if ok2 else 'FAIL ') + 'the spilled session is still there (%d, %s)' % (st, info))
@@ -159,32 +171,36 @@ ok3 = t2 == ref and cached >= info['cached_tokens'] - 1 and metric('zerolayer_se
 ok3 = ok3 and ts.get('from') == 'spill' and ts.get('rebuilt') is True and ts.get('tokens') == info['cached_tokens'] \
     and ts.get('bytes', 0) > ts.get('exact_bytes', 0) > 0 and ts.get('decode_ms', 0) > 0
 print(('ok   ' if ok3 else 'FAIL ') + 'its next turn brings it back: re-prefill greedy text, %d tokens reused: %r; timings %s' % (cached, t2, ts))
-ok4 = not os.path.exists(T + '/spill/' + a['id'] + '.zls') or metric('zerolayer_sessions_spilled') >= 1
-print(('ok   ' if ok4 else 'FAIL ') + 'its file is removed once it is back (unless spilled again)')
+ok4 = record(a['id']) is not None
+print(('ok   ' if ok4 else 'FAIL ') + 'its record stays once it is back (the session as last written)')
 sys.exit(0 if ok and ok2 and ok3 and ok4 else 1)
 PY
 check $? "spill past --session-kv-mb and back"
 stop
-# the same with --codec: spilled files are learned codes (some sessions are held coded first, --compress-idle)
+# the same with --codec: spilled records are learned codes; idle sessions are held coded first (--compress-idle)
+# even though they are written only at shutdown (--store-idle 0), and coded ones spill as they are
 TEXT=/usr/share/common-licenses/GPL-3
 [ -f "$TEXT" ] || TEXT="$ROOT/README.md"
 "$BIN" codec train -m "$MODEL" -f "$TEXT" --tokens 400 --ratio 1/2 -o "$T/c.zlc" >/dev/null || { echo "FAIL: codec train"; exit 1; }
 D="$T/spill2"
-start --session-kv-mb 1 --codec "$T/c.zlc" --compress-idle 0.3 || exit 1
+start --session-kv-mb 1 --codec "$T/c.zlc" --compress-idle 0.3 --store-idle 0 || exit 1
 py <<'PY'
 import sys, time, os; exec(open(sys.argv[2] + '/lib.py').read())
 ss, texts = [], []
 for i in range(10):  # coded at 1/2 a session still holds ~130 KB: ten go over 1 MB
     st, s = req('/v1/sessions', {}); ss.append(s)
     texts.append(complete(P, s['token'])[0])
+    time.sleep(0.5)  # past --compress-idle: the idle ones are coded before the budget is reached
 for _ in range(100):
     if metric('zerolayer_sessions_spilled') >= 1: break
     time.sleep(0.1)
-spilled = [s for s in ss if os.path.exists(T + '/spill2/' + s['id'] + '.zls')]
-ok = len(spilled) >= 1 and metric('zerolayer_sessions_evicted_total') == 0 and metric('zerolayer_sessions_spill_failed_total') == 0
-print(('ok   ' if ok else 'FAIL ') + '%d sessions spilled (learned codes), %d coded in memory, none evicted' %
-      (len(spilled), metric('zerolayer_sessions_coded_total')))
-a = spilled[0] if spilled else ss[0]
+out = [s for s in ss if spilled(s)]
+coded = metric('zerolayer_sessions_coded_total')
+ok = len(out) >= 1 and coded >= 1 and all(record(s['id']) for s in out)
+ok = ok and metric('zerolayer_sessions_evicted_total') == 0 and metric('zerolayer_sessions_spill_failed_total') == 0
+print(('ok   ' if ok else 'FAIL ') + '%d sessions spilled (learned codes), %d coded in memory first, none evicted' %
+      (len(out), coded))
+a = out[0] if out else ss[0]
 i = ss.index(a)
 t2, cached = complete(P + texts[i] + P2, a['token'])
 ref, _ = complete(P + texts[i] + P2)

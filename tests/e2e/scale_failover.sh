@@ -7,6 +7,7 @@
 # is SKIPPED (exit 77), and a failure under ZL_TEST_STRICT=1 (CI installs
 # both: .ci/run, make deps).
 # needs: test-hooks (ZL_TEST_STEP_MS)
+# needs: loopback
 # usage: scale_failover.sh BIN ROOT
 set -u
 PATH="$PATH:/usr/sbin:/sbin"

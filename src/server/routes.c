@@ -142,6 +142,7 @@ void zl_route_decide(const zl_server_opts *o, const zl_route_req *q, zl_route_ve
     unsigned want = method_bit(q->method), have = 0;
     char id[sizeof v->id];
     for (int i = 0; i < n; i++) {
+        id[0] = 0; /* a route without {id} leaves it empty (a failed match may have written one) */
         if (!feature_on(o, t[i].feature) || !path_match(t[i].path, q->path, id, sizeof id)) continue;
         path_route = path_route ? path_route : &t[i];
         have |= t[i].method;

@@ -82,20 +82,18 @@ static void id_of(const char *path, char *out, size_t cap) {
 }
 
 /* The fingerprint of the model at path (opened and closed again). */
-static int fingerprint_path(const zl_server_opts *o, const char *path, uint8_t fp[32], zl_codec *check, zl_err *err) {
+static int fingerprint_path(const zl_server_opts *o, const char *path, uint8_t fp[32], zl_err *err) {
     zl_llm *llm = NULL;
     int rc = zl_llm_open(&llm, path, &o->llm_opts, err);
     if (!rc) rc = zl_fingerprint_llm(llm, fp, err);
-    if (!rc && check && !memcmp(check->fingerprint, fp, 32))
-        rc = zl_codec_check_model(check, fp, zl_llm_kv_shape(llm), err);
     zl_llm_close(llm);
     return rc;
 }
 
 /* Attach each --codec file to the model whose fingerprint it names: one
- * model, its one file (zl_state_setup checks it); several, every model
- * fingerprinted as far as needed.  A file naming no served model, or a
- * second file for a model, is an error. */
+ * model, its one file; several, every model fingerprinted as far as needed.
+ * A file naming no served model, or a second file for a model, is an error;
+ * zl_state_setup checks the file against its model again when that loads. */
 static int assign_codecs(zl_srv *home, zl_models *ms, zl_err *err) {
     zl_server_opts *o = &home->o;
     if (o->n_codec_files <= 0) return 0;
@@ -116,10 +114,9 @@ static int assign_codecs(zl_srv *home, zl_models *ms, zl_err *err) {
         rc = zl_codec_load(&c, path, err);
         int hit = -1;
         for (int i = 0; !rc && hit < 0 && i < ms->n; i++) {
-            if (!known[i] && !(rc = fingerprint_path(o, ms->m[i].path, fp[i], c, err))) known[i] = 1;
+            if (!known[i] && !(rc = fingerprint_path(o, ms->m[i].path, fp[i], err))) known[i] = 1;
             if (!rc && !memcmp(c->fingerprint, fp[i], 32)) hit = i;
         }
-        if (!rc && hit == 0) rc = zl_codec_check_model(c, fp[0], zl_llm_kv_shape(home->llm), err);
         char hex[65] = "";
         if (c) zl_fingerprint_hex(c->fingerprint, hex);
         zl_codec_free(c);

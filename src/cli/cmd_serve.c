@@ -80,7 +80,8 @@ static void serve_usage(FILE *f) {
           "  --session-secret-file F HMAC key for session tokens (default: random per start)\n"
           "  --state-key-file F      seal session snapshots (POST /v1/sessions/{id}/snapshot) with the SHA-256 of F\n"
           "                          (at least 32 random bytes); without it a snapshot needs a passphrase\n"
-          "  --codec FILE.zlc        learned state codec for snapshots (zerolayer codec train); must match -m\n"
+          "  --codec FILE.zlc        learned state codec for snapshots (zerolayer codec train); repeat it for several\n"
+          "                          models: each file goes to the -m whose fingerprint it names (none: an error)\n"
           "  --compress-idle S       with --codec: sessions idle for S seconds (default 30) are held coded, rebuilt\n"
           "                          by their next request; --session-kv-mb counts the code bytes\n"
           "  --state-dir DIR         keep sessions there (sealed with --state-key-file): written when idle and at\n"
@@ -134,10 +135,11 @@ int cmd_serve(int argc, char **argv) {
                *ring_cost = NULL, *models_dir = NULL;
     float cost[CLI_RING_COST_MAX];
     int n_ctx = 0, threads = 0, ring = 0, draft_layers = 0, prefetch = 2, layer_max = 0, preheat = 0;
-    /* one block, freed with keys: API keys, then the other -m paths, their aliases, the --cors origins */
-    const char **keys = calloc((size_t)argc * 4, sizeof *keys);
+    /* one block, freed with keys: API keys, then the other -m paths, their aliases, the --cors origins, the --codec
+     * files */
+    const char **keys = calloc((size_t)argc * 5, sizeof *keys);
     if (!keys) return cli_fail("out of memory");
-    const char **more = keys + argc, **aliases = keys + 2 * argc, **cors = keys + 3 * argc;
+    const char **more = keys + argc, **aliases = keys + 2 * argc, **cors = keys + 3 * argc, **codecs = keys + 4 * argc;
     int n_more = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -274,7 +276,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--models-dir")) models_dir = argv[++i];
         else if (!strcmp(a, "--session-secret-file")) o.session_secret_file = argv[++i];
         else if (!strcmp(a, "--state-key-file")) o.state_key_file = argv[++i];
-        else if (!strcmp(a, "--codec")) o.codec_file = argv[++i];
+        else if (!strcmp(a, "--codec")) codecs[o.n_codec_files++] = argv[++i];
         else if (!strcmp(a, "--state-dir")) o.state_dir = argv[++i];
         else if (!strcmp(a, "--state-store")) o.state_store = argv[++i];
         else if (!strcmp(a, "--draft-model")) draft_model = argv[++i];
@@ -318,6 +320,7 @@ int cmd_serve(int argc, char **argv) {
     o.api_keys = keys;
     o.drain_timeout_s = drain_s ? drain_s : -1;
     o.cors_origins = cors;
+    o.codec_files = codecs;
     char **dir_models = NULL; /* kept until exit: the server holds the paths */
     int n_dir = 0;
     if (models_dir) {

@@ -34,6 +34,8 @@ typedef struct sess {
     size_t coded_bytes;
     int coded_tokens;
     int coding;             /* the sweeper is coding, sealing or spilling seq without the lock: wait (wait_coding) */
+    int rebuilding;         /* its request decodes its code or spill without the lock (zl_sessions_rebuild): wait */
+    int rebuilt;            /* last describes a rebuild made before the lease took the sequence */
     int spilled;            /* the state is with the spill hooks (zl_sessions_spill), seq and coded NULL */
     int spilled_tokens;
     size_t stored_bytes, stored_exact; /* of the code or the spill, for zl_session_restore */
@@ -108,6 +110,7 @@ struct zl_sess_lease {
  *   busy    a request runs on it           zl_sessions_begin -> zl_sessions_end
  *   out     its sequence is a job's        zl_sess_lease_acquire -> _release
  *   coding  the sweeper reads its seq      code_one (idle, not busy, not out)
+ *   rebuilding  its request decodes it     zl_sessions_rebuild (busy, not out, no seq)
  *
  * and the tombstone (EXPIRED, EVICTED, DELETED), entered once from a live
  * state by sess_kill and left only by the sweep that frees it.  sess_ok
@@ -121,6 +124,8 @@ struct zl_sess_lease {
  *       release puts the job's sequence back only where the session holds
  *       none (two leases may overlap: typing-ahead during a request);
  *   S4  coding reads a sequence the store holds: seq set, nothing out;
+ *       rebuilding makes one the store does not hold yet: busy, no seq,
+ *       nothing out, not coding;
  *   S5  committed tokens are tokens the held sequence has. */
 #if ZL_ASSERTS
 static int sess_ok(const sess *x) {
@@ -129,6 +134,7 @@ static int sess_ok(const sess *x) {
     ZL_ASSERT(live || (!x->coded && !x->history && (!x->seq || x->coding)));
     ZL_ASSERT(!(x->seq && x->coded) && x->seq_out >= 0);
     ZL_ASSERT(!x->coding || (x->seq && !x->seq_out));
+    ZL_ASSERT(!x->rebuilding || ((!live || x->busy) && !x->seq && !x->seq_out && !x->coding));
     ZL_ASSERT(x->committed >= 0 && (!live || !x->seq || x->coding || x->committed <= zl_seq_n_past(x->seq)));
     return 1;
 }
@@ -205,9 +211,10 @@ static void wait_home(zl_sessions *s, sess *x) {
         if (pthread_cond_timedwait(&s->home_cv, &s->mu, &ts)) break;
 }
 
-/* Under mu: until the sweeper has finished coding x. */
+/* Under mu: until the sweeper has finished coding x (or its request
+ * rebuilding it). */
 static void wait_coding(zl_sessions *s, sess *x) {
-    while (x->coding) pthread_cond_wait(&s->home_cv, &s->mu);
+    while (x->coding || x->rebuilding) pthread_cond_wait(&s->home_cv, &s->mu);
 }
 
 /* Under mu: a live session of this tenant, or why not. */
@@ -778,6 +785,56 @@ zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *ten
     return st;
 }
 
+void zl_sessions_rebuild(zl_sessions *s, const char *id, zl_llm *llm, const zl_seq_opts *so) {
+    pthread_mutex_lock(&s->mu);
+    sess *x = find(s, id);
+    if (x && x->state == ZL_SESS_OK) wait_coding(s, x);
+    if (!x || x->state != ZL_SESS_OK || !x->busy || x->seq || x->seq_out || (!x->coded && !x->spilled)) {
+        pthread_mutex_unlock(&s->mu);
+        return; /* nothing to rebuild, or its lease's acquire does it */
+    }
+    uint8_t *code = x->coded;
+    size_t bytes = x->coded_bytes;
+    /* x->spilled stays set meanwhile: a kill drops the record */
+    x->coded = NULL;
+    x->coded_bytes = 0;
+    x->rebuilding = 1;
+    x->rebuilt = 1;
+    x->last = (zl_session_restore){code ? ZL_SESS_FROM_CODE : ZL_SESS_FROM_SPILL, 1,
+                                   code ? x->coded_tokens : x->spilled_tokens, x->stored_bytes, x->stored_exact,
+                                   x->store_ms, 0};
+    char tenant[ZL_SESS_TENANT_MAX];
+    snprintf(tenant, sizeof tenant, "%s", x->tenant);
+    ZL_ASSERT(sess_ok(x));
+    pthread_mutex_unlock(&s->mu);
+    zl_err ce = {0};
+    zl_seq *q = NULL;
+    double t0 = zl_now_ms();
+    int rc = zl_seq_new(&q, llm, so, &ce);
+    if (!rc) rc = code ? s->o.codec.decode(s->o.codec.ud, q, code, bytes) : s->o.spill.get(s->o.spill.ud, id, tenant, q);
+    if (rc) {
+        seq_destroy(q); /* the request prefills its prompt */
+        q = NULL;
+    }
+    double ms = zl_now_ms() - t0;
+    free(code);
+    pthread_mutex_lock(&s->mu);
+    x->rebuilding = 0;
+    if (code) s->decoded_total++, s->decoded_bytes += bytes, s->decode_ms += ms;
+    else s->unspilled_total++, s->unspill_ms += ms;
+    x->last.ok = q != NULL;
+    x->last.load_ms = ms;
+    if (x->state != ZL_SESS_OK) {
+        seq_destroy(q); /* killed meanwhile */
+    } else {
+        x->spilled = 0; /* as an acquire: the stored copy stays, it is the session as last written */
+        x->seq = q;
+    }
+    ZL_ASSERT(sess_ok(x));
+    pthread_cond_broadcast(&s->home_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t len) {
     pthread_mutex_lock(&s->mu);
     sess *x = find(s, id);
@@ -916,10 +973,12 @@ static int acquire_seq(zl_sess_lease *h, zl_llm *llm, const zl_seq_opts *so, con
             x->coded_bytes = 0;
             spilled = x->spilled;
             x->spilled = 0; /* ours now */
-            x->last = (zl_session_restore){code ? ZL_SESS_FROM_CODE : spilled ? ZL_SESS_FROM_SPILL : ZL_SESS_FROM_MEMORY,
-                                           1, code ? x->coded_tokens : spilled ? x->spilled_tokens : 0,
-                                           code || spilled ? x->stored_bytes : 0, code || spilled ? x->stored_exact : 0,
-                                           code || spilled ? x->store_ms : 0, 0};
+            if (!x->rebuilt || code || spilled)
+                x->last = (zl_session_restore){code ? ZL_SESS_FROM_CODE : spilled ? ZL_SESS_FROM_SPILL : ZL_SESS_FROM_MEMORY,
+                                               1, code ? x->coded_tokens : spilled ? x->spilled_tokens : 0,
+                                               code || spilled ? x->stored_bytes : 0, code || spilled ? x->stored_exact : 0,
+                                               code || spilled ? x->store_ms : 0, 0};
+            x->rebuilt = 0; /* a rebuild's record stands for this request only */
             ZL_ASSERT(sess_ok(x));
         }
         pthread_mutex_unlock(&s->mu);

@@ -181,6 +181,12 @@ zl_sess_status zl_sessions_forget(zl_sessions *s, const char *id, const char *te
 zl_sess_status zl_sessions_flush(zl_sessions *s, const char *id, const char *tenant);
 /* A request starts on the session: marks it busy (one request at a time). */
 zl_sess_status zl_sessions_begin(zl_sessions *s, const char *id, const char *tenant);
+/* On the request's thread, after a successful begin: a session held coded
+ * or spilled is decoded into a fresh sequence (so, of llm) now, without the
+ * lock, instead of by its lease's acquire on the engine thread, where it
+ * would pause every running stream.  Its users wait meanwhile; on failure
+ * the request prefills its prompt, as after a failed acquire. */
+void zl_sessions_rebuild(zl_sessions *s, const char *id, zl_llm *llm, const zl_seq_opts *so);
 /* The request ended.  history (may be NULL: unchanged) replaces the stored
  * conversation text. */
 void zl_sessions_end(zl_sessions *s, const char *id, const char *history, size_t len);

@@ -243,6 +243,8 @@ int zl_sess_open(zl_req *r, json_t *body, const char *user, zl_sess_req **out) {
             return -1;
         }
         snprintf(r->sess_id, sizeof r->sess_id, "%s", c->id);
+        zl_seq_opts so = {zl_sched_n_ctx(r->srv->sched), ZL_KV_F16, zl_sampling_defaults()}; /* as the engine's */
+        zl_sessions_rebuild(r->srv->sessions, c->id, r->srv->llm, &so); /* decoded here, not on the engine thread */
     }
     *out = c;
     return 0;

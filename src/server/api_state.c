@@ -141,12 +141,13 @@ static void tenant_digest(const char *tenant, uint8_t out[32]) {
     SHA256((const unsigned char *)tenant, strlen(tenant), out);
 }
 
-/* Only these fields (and the ones every session route reads) may be present. */
+/* Only these fields (and the ones every session route reads, `model` picking
+ * the model with several) may be present. */
 static int check_fields(zl_req *r, json_t *b, const char *const *allowed) {
     const char *k;
     json_t *v;
     json_object_foreach(b, k, v) {
-        int ok = !strcmp(k, "user") || !strcmp(k, "metadata") || !strcmp(k, "session");
+        int ok = !strcmp(k, "user") || !strcmp(k, "metadata") || !strcmp(k, "session") || !strcmp(k, "model");
         for (int i = 0; !ok && allowed[i]; i++) ok = !strcmp(k, allowed[i]);
         if (!ok) {
             zl_reply_error(r, ZL_E_INVALID, k, "%s: unknown field (allowed: %s%s%s, user)", k, allowed[0],

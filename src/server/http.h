@@ -139,9 +139,11 @@ int zl_gen_wait_all(zl_req *r, zl_gen *g);
 /* Helpers shared by the adapters. */
 void zl_rand_id(char *out, size_t cap, const char *prefix);
 uint64_t zl_rand_seed(void);
-/* Several models (models.c).  setup: from o.models (nothing when there are
- * none); select: switch r->srv to the model the body's `model` names,
- * loading it if need be, and hold it (-1: replied 404 / 429 / 500 in *ret);
+/* Several models (models.c).  setup: from o.models (with none, only the
+ * --codec file) and each --codec file to its model; select: switch r->srv
+ * to the loaded model holding the request's session (path {id} or token),
+ * else the one the body's `model` names, loading it if need be, and hold it
+ * (-1: replied 404 / 409 model_mismatch / 429 / 500 in *ret);
  * release: drop a hold; list: GET /v1/models of every model. */
 int zl_models_setup(zl_srv *home, zl_err *err);
 int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret);

@@ -12,15 +12,30 @@
  * sweeper thread unloads a model (not the first) nobody used for S seconds.  A request
  * holds its model from selection until its response is done (a stream until
  * its last byte: the hold moves to the stream).  With one model the field is
- * not looked at: any value keeps working.  Never formats generations. */
+ * not looked at: any value keeps working.
+ *
+ * State belongs to its model.  Each --codec file names the fingerprint of
+ * the model it was fitted on and goes to the served model with that
+ * fingerprint (fingerprinted at start only when a file is not the first
+ * model's); a file matching none, or two files for one model, stop the
+ * start.  Session routes go to the model holding the session (the {id} in
+ * the path or the session token's id, among the loaded models), else to the
+ * body's `model`; a session request naming another model than the one
+ * holding its session is a 409 model_mismatch.  Every model has the state
+ * store (its records keyed by its fingerprint, state_store.c): a model
+ * restores its sessions when it loads and writes them when it unloads.
+ * Never formats generations. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "../base/clock.h"
+#include "../codec/codec.h"
+#include "../codec/fingerprint.h"
 #include "http.h"
 #include "metrics.h"
+#include "sess_token.h"
 
 typedef struct zl_model_slot {
     zl_models *ms;
@@ -31,6 +46,7 @@ typedef struct zl_model_slot {
     int loading;
     double last_used; /* zl_now_ms */
     uint64_t bytes;   /* the file's size: what loading it maps */
+    const char *codec; /* its --codec file, or NULL */
 } zl_model_slot;
 
 struct zl_models {
@@ -65,9 +81,65 @@ static void id_of(const char *path, char *out, size_t cap) {
     snprintf(out, cap, "%.*s", (int)n, b);
 }
 
+/* The fingerprint of the model at path (opened and closed again). */
+static int fingerprint_path(const zl_server_opts *o, const char *path, uint8_t fp[32], zl_err *err) {
+    zl_llm *llm = NULL;
+    int rc = zl_llm_open(&llm, path, &o->llm_opts, err);
+    if (!rc) rc = zl_fingerprint_llm(llm, fp, err);
+    zl_llm_close(llm);
+    return rc;
+}
+
+/* Attach each --codec file to the model whose fingerprint it names: one
+ * model, its one file; several, every model fingerprinted as far as needed.
+ * A file naming no served model, or a second file for a model, is an error;
+ * zl_state_setup checks the file against its model again when that loads. */
+static int assign_codecs(zl_srv *home, zl_models *ms, zl_err *err) {
+    zl_server_opts *o = &home->o;
+    if (o->n_codec_files <= 0) return 0;
+    if (!ms) {
+        if (o->n_codec_files > 1)
+            return zl_errf(err, ZL_EINVAL, "--codec: %d files but one model is served (each file is one model's)",
+                           o->n_codec_files);
+        o->codec_file = o->codec_files[0];
+        return 0;
+    }
+    uint8_t (*fp)[32] = calloc((size_t)ms->n, sizeof *fp);
+    int *known = calloc((size_t)ms->n, sizeof *known), rc = 0;
+    if (!fp || !known) rc = zl_errf(err, ZL_ENOMEM, "out of memory");
+    if (!rc && !(rc = zl_fingerprint_llm(home->llm, fp[0], err))) known[0] = 1;
+    for (int f = 0; !rc && f < o->n_codec_files; f++) {
+        const char *path = o->codec_files[f];
+        zl_codec *c = NULL;
+        rc = zl_codec_load(&c, path, err);
+        int hit = -1;
+        for (int i = 0; !rc && hit < 0 && i < ms->n; i++) {
+            if (!known[i] && !(rc = fingerprint_path(o, ms->m[i].path, fp[i], err))) known[i] = 1;
+            if (!rc && !memcmp(c->fingerprint, fp[i], 32)) hit = i;
+        }
+        char hex[65] = "";
+        if (c) zl_fingerprint_hex(c->fingerprint, hex);
+        zl_codec_free(c);
+        if (!rc && hit < 0) {
+            rc = zl_errf(err, ZL_EINVAL, "model_mismatch: it was fitted on the model with fingerprint %.16s..., "
+                                         "none of the %d models served", hex, ms->n);
+        } else if (!rc && ms->m[hit].codec) {
+            rc = zl_errf(err, ZL_EINVAL, "model '%s' has a codec already (%s)", ms->m[hit].id, ms->m[hit].codec);
+        } else if (!rc) {
+            ms->m[hit].codec = path;
+            fprintf(stderr, "zerolayer: --codec %s: model '%s'\n", path, ms->m[hit].id);
+        }
+        if (rc) zl_err_prefix(err, "--codec %s", path);
+    }
+    if (!rc) o->codec_file = ms->m[0].codec;
+    free(fp);
+    free(known);
+    return rc;
+}
+
 int zl_models_setup(zl_srv *home, zl_err *err) {
     const zl_server_opts *o = &home->o;
-    if (o->n_models <= 0) return 0;
+    if (o->n_models <= 0) return assign_codecs(home, NULL, err);
     zl_models *ms = calloc(1, sizeof *ms);
     if (!ms || !(ms->m = calloc((size_t)o->n_models + 1, sizeof *ms->m))) {
         free(ms);
@@ -75,7 +147,7 @@ int zl_models_setup(zl_srv *home, zl_err *err) {
     }
     pthread_mutex_init(&ms->mu, NULL);
     pthread_cond_init(&ms->cv, NULL);
-    ms->m[0] = (zl_model_slot){ms, {0}, o->model_path, home, 0, 0, 0, 0};
+    ms->m[0] = (zl_model_slot){ms, {0}, o->model_path, home, 0, 0, 0, 0, NULL};
     if (!o->model_id) id_of(o->model_path, home->model_id, sizeof home->model_id); /* ids drop .gguf once there are several */
     snprintf(ms->m[0].id, sizeof ms->m[0].id, "%s", home->model_id);
     ms->n = 1;
@@ -100,6 +172,11 @@ int zl_models_setup(zl_srv *home, zl_err *err) {
     ms->idle_ms = o->models_idle_s * 1e3;
     pthread_cond_init(&ms->sweep_cv, NULL);
     home->models = ms;
+    int rc = assign_codecs(home, ms, err);
+    if (rc) {
+        zl_models_free(home);
+        return rc;
+    }
     if (ms->idle_ms > 0 && pthread_create(&ms->sweeper, NULL, sweep_main, ms) == 0) ms->has_sweeper = 1;
     return 0;
 }
@@ -113,8 +190,11 @@ static void on_step(void *ud, int n_seqs, int n_tokens, double ms) {
     zl_metrics_batch(n_seqs);
 }
 
-static void srv_free(zl_srv *c) {
+/* save: a loaded model's sessions go to the state store first (its next
+ * load restores them); not after a failed load, whose store was never read. */
+static void srv_free(zl_srv *c, int save) {
     if (!c) return;
+    if (save) zl_state_store_save_all(c);
     if (c->sched) zl_sched_free(c->sched);
     zl_sessions_free(c->sessions); /* joins the sweeper, which uses the state */
     zl_state_free(c);
@@ -132,11 +212,7 @@ static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl
     c->o.model_id = NULL;
     c->o.chat_template = NULL; /* --chat-template(-file) shape the first model's prompts only */
     c->o.chat_template_file = NULL;
-    c->o.codec_file = NULL; /* --codec is fitted to the first model */
-    c->o.state_dir = NULL;  /* only the first model's sessions are saved */
-    c->o.state_store = NULL;
-    c->o.store_idle_s = 0;
-    c->o.store_every = 0;
+    c->o.codec_file = m->codec;
     c->o.n_models = 0;
     c->started = (long long)time(NULL);
     snprintf(c->model_id, sizeof c->model_id, "%s", m->id);
@@ -154,9 +230,10 @@ static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl
         so.on_step_ud = c;
         rc = zl_sched_new(&c->sched, c->llm, &so, err);
     }
+    if (!rc) rc = zl_state_store_load_all(c, err);
     if (rc) {
         zl_err_prefix(err, "model '%s' (%s)", m->id, m->path);
-        srv_free(c);
+        srv_free(c, 0);
         return rc;
     }
     fprintf(stderr, "zerolayer: loaded model '%s': %s\n", m->id, zl_llm_desc(c->llm));
@@ -201,7 +278,7 @@ static void unload(zl_models *ms, zl_model_slot *out, const char *why) {
     out->srv = NULL;
     pthread_mutex_unlock(&ms->mu);
     fprintf(stderr, "zerolayer: unloading model '%s' (%s)\n", out->id, why);
-    srv_free(gone);
+    srv_free(gone, 1);
     pthread_mutex_lock(&ms->mu);
 }
 
@@ -229,13 +306,43 @@ static void *sweep_main(void *arg) {
     return NULL;
 }
 
+/* The session a request is about: the {id} of a session route, else the id
+ * in front of its session token (header or body); "" when none. */
+static void session_of(const zl_req *r, json_t *body, char *out, size_t cap) {
+    const char *t = r->path_id[0] ? r->path_id : zl_req_header(r->conn, "X-Zerolayer-Session");
+    json_t *bs = body ? json_object_get(body, "session") : NULL;
+    if (!t && json_is_string(bs)) t = json_string_value(bs);
+    size_t n = t ? strcspn(t, ".") : 0;
+    snprintf(out, cap, "%.*s", n < cap ? (int)n : 0, t ? t : "");
+}
+
+/* The loaded model holding session sid, or NULL. */
+static zl_model_slot *holder_of(zl_models *ms, const char *sid) {
+    zl_model_slot *held = NULL;
+    if (!sid[0]) return NULL;
+    pthread_mutex_lock(&ms->mu);
+    for (int i = 0; i < ms->n && !held; i++)
+        if (ms->m[i].srv && zl_sessions_check(ms->m[i].srv->sessions, sid) != ZL_SESS_UNKNOWN) held = &ms->m[i];
+    pthread_mutex_unlock(&ms->mu);
+    return held;
+}
+
 int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret) {
     zl_models *ms = r->srv->models;
     if (!ms || ms->n < 2 || r->model_slot) return 0;
     json_t *mj = body ? json_object_get(body, "model") : NULL;
     const char *id = json_is_string(mj) ? json_string_value(mj) : NULL;
-    zl_model_slot *s = NULL;
-    if (!id) {
+    char sid[ZL_SESS_ID_CAP];
+    session_of(r, body, sid, sizeof sid);
+    zl_model_slot *s = holder_of(ms, sid);
+    if (s && id && strcmp(s->id, id)) {
+        *ret = zl_sess_error(r, ZL_E_CONFLICT, "model_mismatch", "session %s is on model '%s', not '%.200s'", sid,
+                             s->id, id);
+        return -1;
+    }
+    if (s) {
+        /* the model holding the session */
+    } else if (!id) {
         s = &ms->m[0]; /* no model named: the first */
     } else {
         for (int i = 0; i < ms->n && !s; i++)
@@ -339,7 +446,7 @@ void zl_models_free(zl_srv *home) {
         pthread_join(ms->sweeper, NULL);
     }
     pthread_cond_destroy(&ms->sweep_cv);
-    for (int i = 1; i < ms->n; i++) srv_free(ms->m[i].srv);
+    for (int i = 1; i < ms->n; i++) srv_free(ms->m[i].srv, 1);
     pthread_mutex_destroy(&ms->mu);
     pthread_cond_destroy(&ms->cv);
     free(ms->m);

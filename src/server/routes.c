@@ -37,12 +37,13 @@ static const zl_route k_routes[] = {
     {"/v1/messages/batches/{id}", ZL_M_GET, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_get, 0},
     {"/v1/messages/batches/{id}/results", ZL_M_GET, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_results, 0},
     {"/v1/messages/batches/{id}/cancel", ZL_M_POST, 0, ZL_API_ANTHROPIC, ZL_BODY_NONE, 0, zl_api_batches_cancel, 0},
-    {"/v1/sessions", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_JSON_OR_BLOB, 0, zl_api_session_create, 0},
-    {"/v1/sessions/{id}", ZL_M_GET, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_session_get, 0},
-    {"/v1/sessions/{id}", ZL_M_DELETE, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 0, zl_api_session_delete, 0},
-    {"/v1/sessions/{id}/flush", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_flush, 0},
-    {"/v1/sessions/{id}/prefill", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_prefill, 0},
-    {"/v1/sessions/{id}/snapshot", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 0, zl_api_session_snapshot, 0},
+    /* sessions go to the model holding them, else the body's `model` (models.c) */
+    {"/v1/sessions", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_JSON_OR_BLOB, 1, zl_api_session_create, 0},
+    {"/v1/sessions/{id}", ZL_M_GET, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 1, zl_api_session_get, 0},
+    {"/v1/sessions/{id}", ZL_M_DELETE, 0, ZL_API_BY_HEADER, ZL_BODY_NONE, 1, zl_api_session_delete, 0},
+    {"/v1/sessions/{id}/flush", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 1, zl_api_session_flush, 0},
+    {"/v1/sessions/{id}/prefill", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 1, zl_api_session_prefill, 0},
+    {"/v1/sessions/{id}/snapshot", ZL_M_POST, 0, ZL_API_BY_HEADER, ZL_BODY_OPTIONAL, 1, zl_api_session_snapshot, 0},
 };
 
 const zl_route *zl_routes(int *n) {
@@ -141,6 +142,7 @@ void zl_route_decide(const zl_server_opts *o, const zl_route_req *q, zl_route_ve
     unsigned want = method_bit(q->method), have = 0;
     char id[sizeof v->id];
     for (int i = 0; i < n; i++) {
+        id[0] = 0; /* a route without {id} leaves it empty (a failed match may have written one) */
         if (!feature_on(o, t[i].feature) || !path_match(t[i].path, q->path, id, sizeof id)) continue;
         path_route = path_route ? path_route : &t[i];
         have |= t[i].method;

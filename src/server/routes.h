@@ -32,7 +32,8 @@ typedef struct zl_route {
     int is_public;     /* answered without an API key */
     int api;           /* the error shape: zl_api or ZL_API_BY_HEADER */
     zl_route_body body;
-    int select_model;  /* switch to the body's `model` before the handler (generations do it in the pipeline) */
+    int select_model;  /* switch to the request's model before the handler (zl_models_select; generations do it
+                          in the pipeline) */
     enum MHD_Result (*fn)(zl_req *r, json_t *body /* NULL unless the route takes one */);
     zl_route_feature feature; /* a route a flag turns off: absent (404) while it is off */
 } zl_route;

@@ -45,7 +45,10 @@ typedef struct zl_server_opts {
     const char *session_secret_file; /* NULL: random per start */
     const char *state_key_file;      /* snapshots sealed with the SHA-256 of this file (>= 32 bytes); NULL: only
                                         passphrase snapshots */
-    const char *codec_file;          /* learned state codec (.zlc) for snapshots; NULL: exact only */
+    const char **codec_files;        /* --codec: learned state codecs (.zlc), each attached to the served model
+                                        whose fingerprint it names (models.c); one naming none is an error */
+    int n_codec_files;
+    const char *codec_file;          /* this model's codec (set from codec_files at start); NULL: exact only */
     double compress_idle_s;          /* sessions idle this long are held coded (needs codec_file); 0: never */
     const char *state_dir;           /* the state store is this directory: sessions written when idle and at
                                         shutdown, restored at start (state_store.c) */

@@ -16,9 +16,12 @@
  *     exact), so a spilled session is a written one too, and its next turn
  *     reads the record back; the record stays (it is the session as last
  *     written) until the session is deleted or flushed.
- * Keys are "zerolayer:session:<tenant>:<id>", the tenant being the digest
- * string of zl_tenant_of: one tenant's keys never name another's, and a
- * record whose id or tenant differ from its key's is refused.  Values are
+ * Keys are "zerolayer:session:<model>:<tenant>:<id>", the model being the
+ * first 16 hex digits of its fingerprint and the tenant the digest string of
+ * zl_tenant_of: one model's keys never name another's (each model of a
+ * server lists, loads and cleans up its own; the sealed header binds the
+ * record to the whole fingerprint), one tenant's never name another's, and
+ * a record whose id or tenant differ from its key's is refused.  Values are
  * TTL'd with the session TTL (Redis) and carry their last use, so an
  * expired one is never loaded.  A store that does not answer is an outage,
  * never a failed request (store.c): writes are retried later, a miss is a
@@ -32,6 +35,7 @@
 
 #include "../base/clock.h"
 #include "../base/err.h"
+#include "../codec/fingerprint.h"
 #include "../runtime/store.h"
 #include "../state/coded.h"
 #include "../state/snapshot.h"
@@ -51,8 +55,17 @@ static int id_ok(const char *id, size_t n) {
     return 1;
 }
 
-static void store_key(const char *tenant, const char *id, char *out, size_t cap) {
-    snprintf(out, cap, KEY_PREFIX "%s:%s", tenant, id);
+/* "zerolayer:session:<model>:": the keys of srv's model. */
+static void model_prefix(const zl_srv *srv, char out[64]) {
+    char hex[65];
+    zl_fingerprint_hex(zl_state_fingerprint(srv), hex);
+    snprintf(out, 64, KEY_PREFIX "%.16s:", hex);
+}
+
+static void store_key(const zl_srv *srv, const char *tenant, const char *id, char *out, size_t cap) {
+    char pre[64];
+    model_prefix(srv, pre);
+    snprintf(out, cap, "%s%s:%s", pre, tenant, id);
 }
 
 /* What the messages call the store. */
@@ -108,7 +121,7 @@ static double ttl_of(const zl_srv *srv) { return zl_sessions_get_opts(srv->sessi
 
 static int put_record(zl_srv *srv, const zl_session_ref *ref, const uint8_t *v, size_t n, zl_err *err) {
     char key[320];
-    store_key(ref->tenant, ref->id, key, sizeof key);
+    store_key(srv, ref->tenant, ref->id, key, sizeof key);
     int rc = zl_store_put(srv->store, key, v, n, ttl_of(srv), err);
     zl_metrics_store_write(rc == 0, n);
     return rc;
@@ -199,22 +212,24 @@ void zl_state_store_save_all(zl_srv *srv) {
         else saved += save_one(srv, &refs[i]) == 0;
     }
     /* a store of our own (listable): drop the records of sessions that ended since they were written */
-    char **keys = NULL;
+    char **keys = NULL, pre[64];
     int nk = 0;
-    if (!zl_store_list(srv->store, "", &keys, &nk, NULL)) {
+    model_prefix(srv, pre);
+    if (!zl_store_list(srv->store, pre, &keys, &nk, NULL)) {
         for (int k = 0; k < nk; k++) {
             int live = 0;
             for (int i = 0; i < n && !live; i++) {
                 char key[320];
-                store_key(refs[i].tenant, refs[i].id, key, sizeof key);
+                store_key(srv, refs[i].tenant, refs[i].id, key, sizeof key);
                 live = !strcmp(key, keys[k]);
             }
             if (!live) zl_store_del(srv->store, keys[k], NULL);
         }
         zl_store_keys_free(keys, nk);
     }
-    fprintf(stderr, "zerolayer: %s: saved %d of %d sessions to %s (%d unchanged since their last write)\n",
-            flag_of(srv), saved, n < 0 ? 0 : n - clean, srv->o.state_dir ? srv->o.state_dir : srv->store->desc, clean);
+    fprintf(stderr, "zerolayer: %s: saved %d of %d sessions to %s (%d unchanged since their last write; model '%s')\n",
+            flag_of(srv), saved, n < 0 ? 0 : n - clean, srv->o.state_dir ? srv->o.state_dir : srv->store->desc, clean,
+            srv->model_id);
     free(refs);
 }
 
@@ -290,9 +305,10 @@ static int load_record(zl_srv *srv, const uint8_t *b, size_t n, const char *want
 
 int zl_state_store_load_all(zl_srv *srv, zl_err *err) {
     if (!srv->store) return 0;
-    char **keys = NULL;
+    char **keys = NULL, pre[64];
     int nk = 0;
-    int rc = zl_store_list(srv->store, "", &keys, &nk, err);
+    model_prefix(srv, pre);
+    int rc = zl_store_list(srv->store, pre, &keys, &nk, err);
     if (rc == ZL_EUNSUP) return 0; /* a shared store: sessions load when a request names them */
     if (rc) return rc;
     int restored = 0, skipped = 0;
@@ -318,15 +334,15 @@ int zl_state_store_load_all(zl_srv *srv, zl_err *err) {
         skipped++;
     }
     zl_store_keys_free(keys, nk);
-    fprintf(stderr, "zerolayer: %s: restored %d sessions (%ld tokens) from %s, %d not\n", flag_of(srv), restored,
-            tokens, dir ? dir : srv->store->desc, skipped);
+    fprintf(stderr, "zerolayer: %s: restored %d sessions (%ld tokens) from %s, %d not (model '%s')\n", flag_of(srv),
+            restored, tokens, dir ? dir : srv->store->desc, skipped, srv->model_id);
     return 0;
 }
 
 zl_fetch_result zl_state_store_fetch(zl_srv *srv, const char *id, const char *tenant) {
     if (!srv->store) return ZL_FETCH_MISS;
     char key[320], why[512];
-    store_key(tenant, id, key, sizeof key);
+    store_key(srv, tenant, id, key, sizeof key);
     uint8_t *v = NULL;
     size_t n = 0;
     zl_err err = {0};
@@ -353,7 +369,7 @@ zl_fetch_result zl_state_store_fetch(zl_srv *srv, const char *id, const char *te
 void zl_state_store_drop(zl_srv *srv, const char *id, const char *tenant) {
     if (!srv->store) return;
     char key[320];
-    store_key(tenant, id, key, sizeof key);
+    store_key(srv, tenant, id, key, sizeof key);
     zl_store_del(srv->store, key, NULL);
 }
 
@@ -391,7 +407,7 @@ static int spill_put(void *ud, const char *id, const char *tenant, double create
 static int spill_get(void *ud, const char *id, const char *tenant, zl_seq *seq) {
     zl_srv *srv = ud;
     char key[320];
-    store_key(tenant, id, key, sizeof key);
+    store_key(srv, tenant, id, key, sizeof key);
     uint8_t *v = NULL;
     size_t n = 0;
     zl_err err = {0};

@@ -89,6 +89,13 @@ def tenant_digest(user):
     return 'user:' + hashlib.sha256(user.encode()).hexdigest()
 
 
+def session_key(keys, tenant, sid):
+    """The store key of session sid of tenant among keys: zerolayer:session:<model>:<tenant>:<id>, or None."""
+    hits = [k for k in keys if k.startswith('zerolayer:session:') and k.endswith(':%s:%s' % (tenant, sid))
+            and len(k.split(':')[2]) == 16]
+    return hits[0] if len(hits) == 1 else None
+
+
 def redis_keys():
     out = subprocess.run(['redis-cli', '-p', str(C.rp), '--raw', 'KEYS', 'zerolayer:session:*'], capture_output=True,
                          text=True, timeout=10)
@@ -191,9 +198,9 @@ def main():
     check(bs['cached'] == 0 and bs['text'] == R[0], "bob's new session starts empty (%s cached), its own text"
           % bs['cached'])
     keys = redis_keys()
-    ka = 'zerolayer:session:%s:%s' % (tenant_digest('alice'), alice['id'])
-    kb = 'zerolayer:session:%s:%s' % (tenant_digest('bob'), bob['id'])
-    check(ka in keys and kb in keys and not any(alice['id'] in k and tenant_digest('alice') not in k for k in keys),
+    ka = session_key(keys, tenant_digest('alice'), alice['id'])
+    kb = session_key(keys, tenant_digest('bob'), bob['id'])
+    check(ka and kb and ka.split(':')[2] == kb.split(':')[2] and not any(alice['id'] in k and tenant_digest('alice') not in k for k in keys),
           'Redis holds each session under its own tenant digest (%d keys)' % len(keys))
     vals = subprocess.run(['redis-cli', '-p', str(C.rp), '--raw', 'GET', ka], capture_output=True, timeout=10).stdout
     check(len(vals) > 1000 and b'Once upon' not in vals and R[0].encode()[:12] not in vals,
@@ -306,8 +313,8 @@ def main():
         st, j = request(PORTS[0], 'GET', '/v1/sessions/' + s['id'], user='spill', token=s['token'])
         return st == 200 and j['cached_tokens'] > 0 and j['kv_bytes'] == 0
 
-    def key(s):
-        return 'zerolayer:session:%s:%s' % (tenant_digest('spill'), s['id'])
+    def key(s, keys):
+        return session_key(keys, tenant_digest('spill'), s['id'])
 
     ss, texts = [], []
     for _ in range(5):  # ~400 tokens of 640 bytes each: the fourth goes over 1 MB
@@ -321,13 +328,13 @@ def main():
         time.sleep(0.1)
     out = [s for s in ss if spilled(s)]
     m, keys = metrics(PORTS[0]), redis_keys()
-    check(out and m.get('zerolayer_sessions_evicted_total', 1) == 0 and all(key(s) in keys for s in out),
+    check(out and m.get('zerolayer_sessions_evicted_total', 1) == 0 and all(key(s, keys) for s in out),
           'over --session-kv-mb %d sessions spilled into their Redis records, none evicted' % len(out))
     a = out[0] if out else ss[0]
     k = ss.index(a)
     t2, state = turn0(long_p + texts[k] + P[1], a['token'])
     ref, _ = turn0(long_p + texts[k] + P[1])
-    check(t2 == ref and state.get('from') == 'spill' and state.get('rebuilt') is True and key(a) in redis_keys(),
+    check(t2 == ref and state.get('from') == 'spill' and state.get('rebuilt') is True and key(a, redis_keys()),
           'the next turn brings the spilled session back from Redis (%s), text as stateless: %r; the record stays'
           % (state, t2))
 

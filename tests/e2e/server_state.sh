@@ -15,7 +15,8 @@
 #     another model (same key): 409 model_mismatch; a learned blob on a server
 #     without the codec: 409 codec_mismatch; no --state-key-file and no
 #     passphrase: 400 naming `passphrase`; unknown fields, bad codec values:
-#     400 naming the field; snapshots of another tenant's session: 403;
+#     400 naming the field; snapshots of another tenant's session: 403; a
+#     --state-key-file under 32 bytes stops the start;
 #   - a learned-codec snapshot is smaller than the exact one and restores;
 #   - /metrics counts snapshots by result.
 # usage: server_state.sh BIN ROOT
@@ -42,6 +43,10 @@ trap 'kill $SRV_A $SRV_B $SRV_C $SRV_D 2>/dev/null; wait 2>/dev/null; rm -rf "$T
 "$BIN" serve -m "$MODEL" --port 0 --compress-idle 5 2>"$T/ci.err" >/dev/null
 [ $? != 0 ] && grep -q "^zerolayer: .*--compress-idle needs --codec" "$T/ci.err" || { echo "FAIL --compress-idle without --codec: $(cat "$T/ci.err")"; exit 1; }
 echo "ok   --compress-idle without --codec: $(cat "$T/ci.err")"
+head -c 31 /dev/urandom >"$T/short"
+"$BIN" serve -m "$MODEL" --port 0 --state-key-file "$T/short" 2>"$T/sk.err" >/dev/null
+[ $? != 0 ] && grep -q "^zerolayer: --state-key-file: .* holds 31 bytes; at least 32 are needed" "$T/sk.err" || { echo "FAIL a 31-byte key file: $(cat "$T/sk.err")"; exit 1; }
+echo "ok   a 31-byte --state-key-file: $(cat "$T/sk.err")"
 
 python3 - "$URL_A" "$URL_B" "$URL_C" "$URL_D" <<'PY'
 import base64, json, sys, time, urllib.request, urllib.error

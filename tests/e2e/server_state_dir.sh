@@ -3,7 +3,8 @@
 # the directory state store: src/server/state_store.c, src/runtime/store_dir.c)
 # on stories260K:
 #   - at shutdown each live session is sealed into its record
-#     DIR/zerolayer:session:<tenant>:<id>.zls (a deleted one has none); a restart with the same --state-key-file and
+#     DIR/zerolayer:session:<model>:<tenant>:<id>.zls (<model>: 16 hex digits of its fingerprint; a deleted one
+#     has none); a restart with the same --state-key-file and
 #     --session-secret-file restores it: the old token works, it holds the same
 #     tokens, and its next turn is the greedy text of re-prefilling;
 #   - kill -9 in the middle of a write (ZL_STATE_WRITE_PAUSE_MS holds the
@@ -114,7 +115,8 @@ PY
 check $? "and it continues exactly from the previous state"
 stop
 # wrong key, damaged file
-printf 'ZLSESS1\ngarbage' >"$D/zs_broken.zls"
+PRE=$(ls "$D" | head -1 | cut -d: -f1-3) # zerolayer:session:<model>: the files this model reads
+printf 'ZLSESS1\ngarbage' >"$D/$PRE:zs_broken.zls"
 KEY="$T/key2" start || exit 1
 grep -q "zs_broken.zls not restored: not a session file" "$T/server.log" && grep -q "not restored: invalid_state" "$T/server.log" &&
   grep -q "restored 0 sessions" "$T/server.log"; check $? "a wrong key and a damaged file are skipped: $(grep 'not restored' "$T/server.log" | head -2)"

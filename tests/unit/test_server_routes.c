@@ -66,6 +66,7 @@ Test(routes, every_path_of_the_table_routes_to_its_own_handler) {
         cr_expect_eq(v.route, &t[i], "%s %s went to another route", m, path);
         cr_expect_str_eq(v.label, t[i].path);
         if (strstr(t[i].path, "{id}")) cr_expect_str_eq(v.id, "abc123");
+        else cr_expect_str_eq(v.id, "", "%s %s: an id without {id} in the path", m, path);
         for (int k = 0; k < i; k++)
             cr_expect(strcmp(t[k].path, t[i].path) || t[k].method != t[i].method, "%s twice", t[i].path);
     }

@@ -541,6 +541,7 @@ typedef struct {
     char id[80];
     zl_seq *seq;
     int puts, gets, drops, fail;
+    pthread_t get_thread; /* who called the last get */
 } fake_spill;
 
 static int spill_put(void *ud, const char *id, const char *tenant, double created, double last, const zl_seq *seq,
@@ -563,6 +564,7 @@ static int spill_get(void *ud, const char *id, const char *tenant, zl_seq *dst) 
     fake_spill *f = ud;
     (void)tenant;
     f->gets++;
+    f->get_thread = pthread_self();
     if (!f->seq || strcmp(f->id, id)) return -1;
     return zl_seq_copy_prefix(dst, f->seq, zl_seq_n_past(f->seq), NULL);
 }
@@ -634,6 +636,73 @@ Test(sessions, over_budget_spills_and_continues_exactly, .init = setup, .fini = 
         zl_sessions_free(ss);
         if (f.seq) zl_seq_free(f.seq);
     }
+    free(p);
+}
+
+/* A request's own thread rebuilds its spilled session (zl_sessions_rebuild)
+ * before the job starts: the engine thread's acquire then takes the sequence
+ * as it is, reads nothing again, and the turn continues exactly. */
+Test(sessions, a_spilled_session_is_rebuilt_on_the_request_thread, .init = setup, .fini = teardown) {
+    int32_t *p, out[16], ref[16], more[16];
+    int n = tokenize("Once upon a time there was a little girl named Lily. She loved the big blue sky.", &p);
+    fake_spill f = {0};
+    zl_sessions_opts o = {.ttl_s = 60, .prefill_idle_s = 0.2, .max_per_tenant = 2,
+                          .kv_budget = kv_token_bytes() * (size_t)(n + 10), .spare_idle_ms = 5,
+                          .spill = {spill_put, spill_get, spill_drop, &f}};
+    zl_sessions *ss;
+    cr_assert_eq(zl_sessions_new(&ss, &o, NULL), 0);
+    cr_assert_eq(zl_sessions_create(ss, "x", "t", 0, NULL), ZL_SESS_OK);
+    cr_assert_eq(zl_sessions_create(ss, "y", "t2", 0, NULL), ZL_SESS_OK);
+    const char *ids[] = {"x", "y"}, *ten[] = {"t", "t2"};
+    int got = 0;
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(zl_sessions_begin(ss, ids[i], ten[i]), ZL_SESS_OK);
+        got = run_job(ss, ten[i], ids[i], 0, p, n, 4, out, NULL);
+        zl_sessions_end(ss, ids[i], NULL, 0);
+    }
+    zl_sessions_sweep(ss);
+    cr_assert_eq(f.puts, 1);
+    cr_assert_null(zl_sessions_peek_seq(ss, "x"), "x is spilled");
+    zl_seq_opts so = {256, ZL_KV_F16, zl_sampling_defaults()};
+    zl_sessions_rebuild(ss, "x", g_llm, &so); /* not begun: nothing happens */
+    cr_expect_eq(f.gets, 0, "a session not begun is not rebuilt");
+    cr_assert_eq(zl_sessions_begin(ss, "x", "t"), ZL_SESS_OK);
+    zl_sessions_rebuild(ss, "x", g_llm, &so);
+    cr_expect_eq(f.gets, 1);
+    cr_expect(pthread_equal(f.get_thread, pthread_self()), "the spill was read on the request's thread");
+    zl_seq *held = zl_sessions_peek_seq(ss, "x");
+    cr_assert_not_null(held, "x holds its sequence again");
+    cr_expect_eq(zl_seq_n_past(held), n + got - 1);
+    zl_session_restore rs;
+    cr_assert_eq(zl_sessions_restore_info(ss, "x", &rs), ZL_SESS_OK);
+    cr_expect(rs.from == ZL_SESS_FROM_SPILL && rs.ok && rs.tokens == n + got - 1 && rs.load_ms > 0,
+              "the rebuild is recorded: from %d ok %d tokens %d", rs.from, rs.ok, rs.tokens);
+    zl_sessions_rebuild(ss, "x", g_llm, &so); /* held already: nothing more */
+    cr_expect_eq(f.gets, 1);
+    int32_t *q = malloc((size_t)(n + got) * sizeof *q);
+    memcpy(q, p, (size_t)n * sizeof *q);
+    memcpy(q + n, out, (size_t)got * sizeof *q);
+    int cached = 0;
+    int g2 = run_job(ss, "t", "x", 0, q, n + got, 8, more, &cached);
+    cr_assert_eq(zl_sessions_restore_info(ss, "x", &rs), ZL_SESS_OK);
+    cr_expect(rs.from == ZL_SESS_FROM_SPILL && rs.ok, "the job keeps the rebuild's record (from %d)", rs.from);
+    zl_sessions_end(ss, "x", NULL, 0);
+    int g3 = run_job(NULL, NULL, NULL, 0, q, n + got, 8, ref, NULL);
+    cr_expect_eq(g2, g3);
+    cr_expect_arr_eq(more, ref, (size_t)g2 * sizeof *ref, "same greedy tokens after the rebuild");
+    cr_expect_geq(cached, n + got - 2, "its tokens were reused (%d)", cached);
+    cr_expect_eq(f.gets, 1, "the engine's acquire read nothing again");
+    zl_sessions_stats st;
+    zl_sessions_stats_get(ss, &st);
+    cr_expect_eq(st.unspilled_total, 1);
+    cr_assert_eq(zl_sessions_begin(ss, "x", "t"), ZL_SESS_OK);
+    run_job(ss, "t", "x", 0, q, n + got, 2, more, NULL);
+    cr_assert_eq(zl_sessions_restore_info(ss, "x", &rs), ZL_SESS_OK);
+    cr_expect_eq(rs.from, ZL_SESS_FROM_MEMORY, "the next turn from memory says so");
+    zl_sessions_end(ss, "x", NULL, 0);
+    free(q);
+    zl_sessions_free(ss);
+    if (f.seq) zl_seq_free(f.seq);
     free(p);
 }
 

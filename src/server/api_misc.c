@@ -22,11 +22,15 @@ enum MHD_Result zl_api_health(zl_req *r, json_t *body) {
 
 enum MHD_Result zl_api_metrics(zl_req *r, json_t *body) {
     (void)body;
+    /* with several models, ?model=ID gives a loaded model's scheduler and session figures (never loads one);
+     * without it, the first model's; the request counters are the process's either way */
+    enum MHD_Result ret = MHD_NO;
+    if (zl_models_select_query(r, 0, &ret)) return ret;
     zl_buf b = {0};
     zl_metrics_render(&b, r->srv->sched);
     if (r->srv->sessions) zl_sessions_metrics(r->srv, &b);
     if (b.oom) { zl_buf_free(&b); return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); }
-    enum MHD_Result ret = zl_reply_raw(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.p ? b.p : "", b.n);
+    ret = zl_reply_raw(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.p ? b.p : "", b.n);
     zl_buf_free(&b);
     return ret;
 }

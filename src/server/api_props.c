@@ -50,14 +50,8 @@ static json_t *token_text(const zl_llm *llm, int32_t id) {
 enum MHD_Result zl_api_props(zl_req *r, json_t *body) {
     (void)body;
     /* with several models, ?model=ID (llama.cpp's router mode) picks one: loaded if need be, held for the reply */
-    const char *q = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "model");
-    if (q && r->srv->models) {
-        json_t *b = json_pack("{s:s}", "model", q);
-        enum MHD_Result ret = MHD_NO;
-        int rc = b ? zl_models_select(r, b, &ret) : -1;
-        json_decref(b);
-        if (rc) return b ? ret : zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-    }
+    enum MHD_Result ret = MHD_NO;
+    if (zl_models_select_query(r, 1, &ret)) return ret;
     zl_srv *s = r->srv;
     zl_sched_stats st;
     zl_sched_get_stats(s->sched, &st);

@@ -147,6 +147,9 @@ uint64_t zl_rand_seed(void);
  * release: drop a hold; list: GET /v1/models of every model. */
 int zl_models_setup(zl_srv *home, zl_err *err);
 int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret);
+/* ?model=ID of a GET (/props, /metrics): 0 without one or once r holds that
+ * model; load = 0 refuses a model not loaded (409) instead of loading it. */
+int zl_models_select_query(zl_req *r, int load, enum MHD_Result *ret);
 void zl_models_release(struct zl_model_slot *s);
 json_t *zl_models_list(zl_srv *home, int anthropic);
 void zl_models_free(zl_srv *home);

@@ -395,6 +395,39 @@ int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret) {
     return 0;
 }
 
+int zl_models_select_query(zl_req *r, int load, enum MHD_Result *ret) {
+    zl_models *ms = r->srv->models;
+    const char *id = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "model");
+    if (!id || !ms || r->model_slot) return 0;
+    if (load) {
+        json_t *b = json_pack("{s:s}", "model", id);
+        if (!b) { *ret = zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory"); return -1; }
+        int rc = zl_models_select(r, b, ret);
+        json_decref(b);
+        return rc;
+    }
+    zl_model_slot *s = NULL;
+    for (int i = 0; i < ms->n && !s; i++)
+        if (!strcmp(ms->m[i].id, id)) s = &ms->m[i];
+    if (!s) {
+        *ret = zl_reply_error(r, ZL_E_MODEL_NOT_FOUND, "model", "The model '%.200s' does not exist (GET /v1/models lists %d)",
+                              id, ms->n);
+        return -1;
+    }
+    pthread_mutex_lock(&ms->mu);
+    if (!s->srv || s->loading) {
+        pthread_mutex_unlock(&ms->mu);
+        *ret = zl_reply_error(r, ZL_E_CONFLICT, "model", "model '%s' is not loaded: its figures exist while it is loaded",
+                              s->id);
+        return -1;
+    }
+    s->refs++;
+    pthread_mutex_unlock(&ms->mu);
+    r->model_slot = s;
+    r->srv = s->srv;
+    return 0;
+}
+
 void zl_models_release(struct zl_model_slot *s) {
     if (!s) return;
     zl_models *ms = s->ms;

@@ -114,6 +114,19 @@ st2, ref = complete(cont, None, 'b')
 check(st == 200 and j1['model'] == 'b' and text(j1) == text(ref) and j1['timings']['cached_tokens'] > 0,
       'the restored session continues on b with the re-prefill text (%s cached): %r' % (
           j1.get('timings', {}).get('cached_tokens'), text(j1)))
+def metrics(q=''):
+    try:
+        with urllib.request.urlopen(URL + '/metrics' + q, timeout=60) as f:
+            return f.status, {l.split()[0]: float(l.split()[1]) for l in f.read().decode().splitlines()
+                              if l and not l.startswith('#')}
+    except urllib.error.HTTPError as e: return e.code, json.load(e)
+st, ma = metrics()
+st2, mb = metrics('?model=b')
+check(st == 200 and st2 == 200 and ma['zerolayer_sessions_active'] == 1 and mb['zerolayer_sessions_active'] == 2,
+      "/metrics counts the first model's sessions, ?model=b b's: %s %s" % (
+          ma.get('zerolayer_sessions_active'), mb.get('zerolayer_sessions_active')))
+st, e = metrics('?model=nope')
+check(st == 404 and e['error']['param'] == 'model', '/metrics?model=nope: %d %s' % (st, e))
 st, j2 = complete(P1 + text(jb) + P2, sb['token'])
 json.dump({'sa': sa, 'sb': sb, 'ta': text(ja), 'tb': text(jb), 'tb2': text(j2), 'nb': j2['usage']['prompt_tokens']},
           open(T + '/s.json', 'w'))

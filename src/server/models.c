@@ -332,6 +332,8 @@ int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret) {
     if (!ms || ms->n < 2 || r->model_slot) return 0;
     json_t *mj = body ? json_object_get(body, "model") : NULL;
     const char *id = json_is_string(mj) ? json_string_value(mj) : NULL;
+    if (!id && !json_is_string(mj)) /* a body without `model` (or none: GET, DELETE) may name it as ?model=ID */
+        id = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "model");
     char sid[ZL_SESS_ID_CAP];
     session_of(r, body, sid, sizeof sid);
     zl_model_slot *s = holder_of(ms, sid);

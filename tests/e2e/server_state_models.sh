@@ -155,6 +155,10 @@ st, j = complete(P1 + d['ta'] + P2, sa['token'])
 st2, ref = complete(P1 + d['ta'] + P2)
 check(st == 200 and text(j) == text(ref) and j['timings']['cached_tokens'] > 0,
       "a's session continues after the restart: %d %r" % (st, text(j) if st == 200 else j))
+st, info = req('/v1/sessions/' + sb['id'], None, sb['token'], 'GET')
+st2, info2 = req('/v1/sessions/%s?model=b' % sb['id'], None, sb['token'], 'GET')
+check(st == 404 and st2 == 200 and info2['cached_tokens'] >= d['nb'],
+      "before b loads, GET b's session is a 404; with ?model=b it loads b and finds it: %d %d" % (st, st2))
 cont = P1 + d['tb'] + P2 + d['tb2'] + ' Then'
 st, j = complete(cont, sb['token'], 'b')
 st2, ref = complete(cont, None, 'b')

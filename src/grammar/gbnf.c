@@ -845,6 +845,21 @@ static int build(gp *P, int root, zl_grammar **out) {
     return 0;
 }
 
+/* The matcher's first step (the root's initial stacks) within its work
+ * bound: a grammar over it from the start is refused here, with the
+ * parse's other errors, rather than failing its first generation. */
+static int start_within_bound(const zl_grammar *g, zl_err *err) {
+    garena a;
+    gstackset s = {0};
+    memset(&a, 0, sizeof a);
+    gm_start(g, &a, &s);
+    int rc = !a.oom ? 0 : a.over ? zl_errf(err, ZL_ERANGE, "grammar: rule '%.100s': %s", g->rule_name[g->root], GM_WORK_MSG)
+                                 : zl_errf(err, ZL_ENOMEM, "grammar: out of memory");
+    gm_arena_free(&a);
+    free(s.s);
+    return rc;
+}
+
 int zl_grammar_parse(zl_grammar **out, const char *src, size_t n, const char *root, zl_err *err) {
     *out = NULL;
     gp P;
@@ -861,6 +876,10 @@ int zl_grammar_parse(zl_grammar **out, const char *src, size_t n, const char *ro
     }
     if (!rc) rc = check(&P, r);
     if (!rc) rc = build(&P, r, out);
+    if (!rc && (rc = start_within_bound(*out, err))) {
+        zl_grammar_free(*out);
+        *out = NULL;
+    }
     for (int k = 0; k < P.nr; k++) {
         for (int a = 0; a < P.r[k].nalt; a++) free(P.r[k].alts[a].it);
         free(P.r[k].alts);

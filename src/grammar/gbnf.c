@@ -265,7 +265,7 @@ static long read_char(gp *P) {
         return v;
     }
     if (c < 0x80) return c;
-    int need = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
+    int need = c >= 0xF8 ? -1 : c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
     if (need < 0 || P->i + (size_t)need > P->n) return failat(P, at, "invalid UTF-8 in the grammar text");
     long v = c & (0x3F >> need);
     for (int k = 0; k < need; k++) {
@@ -273,6 +273,10 @@ static long read_char(gp *P) {
         if ((d & 0xC0) != 0x80) return failat(P, at, "invalid UTF-8 in the grammar text");
         v = (v << 6) | (d & 0x3F);
     }
+    /* RFC 3629: the shortest form only, no surrogates, nothing past U+10FFFF */
+    static const long min_cp[] = {0, 0x80, 0x800, 0x10000};
+    if (v < min_cp[need] || (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF)
+        return failat(P, at, "invalid UTF-8 in the grammar text");
     return v;
 }
 

@@ -10,7 +10,8 @@
  *    state (nothing allowed, check and accept agreeing), which ends a
  *    scheduled job with that error and makes zl_seq_step fail;
  *  - JSON Schemas whose strings are not UTF-8 (const, enum, pattern, a key)
- *    are refused by the JSON reader, never reach the grammar builder;
+ *    are refused by the JSON reader, never reach the grammar builder; the
+ *    grammar parser refuses ill-formed UTF-8 (overlong, surrogates) too;
  *  - a lazy constraint refuses, in check and accept alike, a token that
  *    completes its trigger with bytes the grammar does not allow. */
 #include <criterion/criterion.h>
@@ -228,6 +229,15 @@ Test(grammar_limits, lazy_trigger_check_agrees_with_accept) {
     cr_assert_eq(zl_gconstraint_active(c), 0); /* the grammar is whole: back to watching */
     zl_gconstraint_free(c);
     zl_gvocab_free(v);
+    zl_grammar_free(g);
+}
+
+Test(grammar_limits, gbnf_text_not_utf8) {
+    parse_err("root ::= \"\xc0\xaf\"", ZL_EINVAL, "grammar: line 1 column 11: invalid UTF-8 in the grammar text"); /* overlong '/' */
+    parse_err("root ::= \"\xed\xa0\x80\"", ZL_EINVAL, "grammar: line 1 column 11: invalid UTF-8 in the grammar text"); /* U+D800 */
+    parse_err("root ::= [\xf4\x90\x80\x80]", ZL_EINVAL, "grammar: line 1 column 11: invalid UTF-8 in the grammar text"); /* past U+10FFFF */
+    parse_err("root ::= \"\xe2\x82\"", ZL_EINVAL, "grammar: line 1 column 11: invalid UTF-8 in the grammar text");
+    zl_grammar *g = parse_ok("root ::= \"\xc3\xa9\xf0\x9f\x98\x80\" [\xe4\xb8\xad]");
     zl_grammar_free(g);
 }
 

@@ -472,6 +472,7 @@ const uint64_t *zl_gconstraint_mask(zl_gconstraint *c, int32_t *n_allowed) {
     uint64_t *mask = malloc((size_t)c->nwords * sizeof *mask);
     if (!mask) {
         fail(c, ZL_ENOMEM);
+        if (n_allowed) *n_allowed = 0;
         return NULL;
     }
     int32_t n = walk(c, c->cur, mask);

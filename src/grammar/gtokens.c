@@ -512,6 +512,7 @@ static int32_t run_bytes(zl_gconstraint *c, const uint8_t *p, size_t n) {
 }
 
 static int window_push(zl_gconstraint *c, const char *p, size_t n) {
+    if (!n) return 0; /* a token without bytes (the window may not exist yet) */
     if (c->win_len + n > c->win_cap) {
         size_t nc = (c->win_len + n) * 2 + 16;
         char *t = realloc(c->window, nc);

@@ -10,6 +10,8 @@
 #   make tsan   the tests labelled tsan (scheduler, sessions, server) under ThreadSanitizer;
 #               any race report fails the test
 #   make fuzz   the libFuzzer targets of tests/fuzz (clang), each FUZZ_SECONDS (default 60)
+#   make fuzz-campaign   the same, each FUZZ_CAMPAIGN_SECONDS (default 3600); both summarise
+#               executions, exec/s, corpus size and findings per target in build-fuzz/fuzz-summary.txt
 #   make test-aarch64  cross-build the engine for AArch64 (gcc-aarch64-linux-gnu; the engine library
 #               and its tests only: no server or CLI, whose libraries would need arm64 multiarch) and
 #               run the kernel, attention, determinism, tokenizer and greedy-text tests under
@@ -27,6 +29,7 @@ AARCH64_BUILD ?= build-aarch64
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
+FUZZ_CAMPAIGN_SECONDS ?= 3600
 FUZZ_TARGETS = gguf tokenizer detok anthropic openai session_token http zlc snapshot grammar
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
@@ -35,7 +38,7 @@ DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-de
               libhiredis-dev nginx redis-server
 ZL          = $(BUILD)/bin/zerolayer
 
-.PHONY: all build run test test-real test-aarch64 asan tsan fuzz deps sdks webui clean
+.PHONY: all build run test test-real test-aarch64 asan tsan fuzz fuzz-campaign fuzz-build deps sdks webui clean
 
 all: build
 
@@ -110,20 +113,22 @@ tsan:
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 $${TSAN_OPTIONS:-}" ZL_TEST_TIME_SCALE=4 ZL_TEST_SANITIZER=tsan \
 	  ctest --output-on-failure -j 1 -L tsan
 
-# new inputs go to $(FUZZ_BUILD)/corpus/NAME; crashes to $(FUZZ_BUILD)/crash-* (add them to tests/fuzz/corpus/NAME)
-fuzz:
-	@if ! command -v clang >/dev/null 2>&1; then \
+# new inputs go to $(FUZZ_BUILD)/corpus/NAME; findings to $(FUZZ_BUILD)/NAME-crash-* (add them to
+# tests/fuzz/corpus/NAME); each run appends its per-target summary to $(FUZZ_BUILD)/fuzz-summary.txt
+# (tests/fuzz/run.sh); fuzz-campaign runs each target FUZZ_CAMPAIGN_SECONDS and writes that file anew
+fuzz: fuzz-build
+	@[ ! -f $(FUZZ_BUILD)/.no-clang ] || exit 0; tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) append $(FUZZ_TARGETS)
+
+fuzz-campaign: fuzz-build
+	@[ ! -f $(FUZZ_BUILD)/.no-clang ] || exit 0; tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CAMPAIGN_SECONDS) write $(FUZZ_TARGETS)
+
+fuzz-build:
+	@mkdir -p $(FUZZ_BUILD); rm -f $(FUZZ_BUILD)/.no-clang
+	@if ! command -v clang >/dev/null 2>&1; then touch $(FUZZ_BUILD)/.no-clang; \
 	  echo "make fuzz: SKIPPED, clang is not installed (apt-get install clang): the libFuzzer targets did not run."; \
-	  echo "make fuzz: (make test still replays their corpora with variants: ctest -R fuzz_replay)"; exit 0; fi
-	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DZL_FUZZ=ON -DZL_WERROR=OFF
+	  echo "make fuzz: (make test still replays their corpora with variants: ctest -R fuzz_replay)"; exit 0; fi; \
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DZL_FUZZ=ON -DZL_WERROR=OFF && \
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
-	@for t in $(FUZZ_TARGETS); do \
-	  dict=; leaks=; case $$t in gguf) dict=-dict=tests/fuzz/gguf.dict;; anthropic|openai) dict=-dict=tests/fuzz/json.dict;; \
-	    http) dict=-dict=tests/fuzz/json.dict; leaks=-detect_leaks=0;; esac; \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
-	  (cd $(FUZZ_BUILD) && ./tests/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 $$leaks \
-	     $$(echo $$dict | sed 's|=|=$(CURDIR)/|') corpus/$$t $(CURDIR)/tests/fuzz/corpus/$$t) || exit 1; \
-	done
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -56,13 +56,18 @@ void zl_sampler_probs(zl_sampler *s, float *logits, float *probs);
  * chosen token.  When mask leaves nothing allowed the sampler returns
  * fallback (an end token) without drawing.  check NULL: always mask first.
  * zl_sampler_probs ignores the constraint (it reports the model's
- * distribution).  The sampler borrows ud; NULL clears the constraint. */
+ * distribution).  error (NULL: it never fails) says whether the constraint
+ * has broken down (a grammar over its matcher's work bound): non-zero, a
+ * zl_err code with *msg a one-line message; the fallback token the sampler
+ * then returns is no answer, and the caller ends the generation with that
+ * error.  The sampler borrows ud; NULL clears the constraint. */
 typedef struct zl_sampler_constraint {
     void *ud;
     int (*mask)(void *ud, float *logits);
     int (*check)(void *ud, int token);
     int (*accept)(void *ud, int token);
     int fallback;
+    int (*error)(void *ud, const char **msg);
 } zl_sampler_constraint;
 void zl_sampler_set_constraint(zl_sampler *s, const zl_sampler_constraint *c);
 /* Uniform double in [0,1) from the sampler's generator. */

@@ -76,6 +76,11 @@ static int jcon_accept(void *ud, int token) {
     return rc;
 }
 
+static int jcon_error(void *ud, const char **msg) {
+    jcon *j = ud;
+    return zl_gconstraint_error(j->c, msg);
+}
+
 static void jcon_free(void *ud) {
     jcon *j = ud;
     if (!j) return;
@@ -100,7 +105,7 @@ static int jcon_make(zl_llm *llm, zl_grammar *g, const char *lazy_trigger, jcon 
         return rc;
     }
     int32_t eos = zl_vocab_eot(llm->vocab) >= 0 ? zl_vocab_eot(llm->vocab) : zl_vocab_eos(llm->vocab);
-    zl_sampler_constraint sc = {jc, jcon_mask, jcon_check, jcon_accept, eos >= 0 ? eos : 0};
+    zl_sampler_constraint sc = {jc, jcon_mask, jcon_check, jcon_accept, eos >= 0 ? eos : 0, jcon_error};
     jc->sc = sc;
     *out = jc;
     return 0;
@@ -137,6 +142,12 @@ int zl_seq_set_grammar(zl_seq *s, const char *text, zl_err *err) {
     s->grammar = jc;
     zl_seq_grammar_rebind(s);
     return 0;
+}
+
+int zl_seq_grammar_error(const zl_seq *s, zl_err *err) {
+    const char *msg = NULL;
+    int code = s->grammar ? zl_gconstraint_error(s->grammar->c, &msg) : 0;
+    return code ? zl_errf(err, code, "%s", msg) : 0;
 }
 
 void zl_seq_grammar_stats(const zl_seq *s, long *walks, long *hits, double *ms) {
@@ -218,7 +229,7 @@ int zl_job_think_budget(zl_job *j, zl_llm *llm, int budget, int inside, zl_err *
         tbud_free(b);
         return rc;
     }
-    zl_sampler_constraint sc = {b, tbud_mask, tbud_check, tbud_accept, 0};
+    zl_sampler_constraint sc = {b, tbud_mask, tbud_check, tbud_accept, 0, NULL};
     zl_job_set_constraint(j, &sc, tbud_free);
     return 0;
 }

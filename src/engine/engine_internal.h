@@ -48,6 +48,9 @@ struct zl_seq {
     float *probs;    /* n_vocab */
     struct jcon *grammar; /* zl_seq_set_grammar's constraint (constraint.c) or NULL */
 };
+/* constraint.c: why the sequence's grammar broke down (its matcher's work
+ * bound, memory), filling err, or 0. */
+int zl_seq_grammar_error(const zl_seq *s, zl_err *err);
 /* constraint.c: free a sequence's grammar; re-attach it to a new sampler. */
 void zl_seq_grammar_free(zl_seq *s);
 void zl_seq_grammar_rebind(zl_seq *s);

@@ -77,7 +77,7 @@ typedef struct step_work {
     int n;               /* tokens fed this step */
     int item;            /* its index in the batch, -1 for WORK_SOLO */
     int rc;              /* forward: 0 = fed, else the error that ends the job */
-    const char *msg;     /* forward: the error's message (the batch's or err's) */
+    const char *msg;     /* forward or sample: the error's message (the batch's, err's, the constraint's) */
     zl_err err;          /* forward: a solo forward's error */
     int n_out, n_acc;    /* sample: tokens chosen; ring: the accepted drafts among them */
     zl_job_tok tok;      /* sample: the plain token (with its logprobs) */

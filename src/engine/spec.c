@@ -354,6 +354,7 @@ int zl_seq_step(zl_seq *s, int32_t *out, int max_out, zl_err *err) {
     if (zl_seq_room(s) < 1) { zl_errf(err, ZL_ERANGE, "context of %d tokens is full", zl_kv_n_ctx(s->kv)); return -1; }
     double t_start = zl_now_s();
     int32_t t0 = s->pending >= 0 ? s->pending : zl_seq_sample(s);
+    if (zl_seq_grammar_error(s, err)) return -1; /* t0 is the sampler's fallback, not an answer */
     s->pending = -1;
     zl_verify v;
     int nd = zl_spec_draft(s, t0, max_out - 1, &v);

@@ -255,6 +255,8 @@ static int job_ring_verify(zl_job *j, double step_ms, int32_t *out, int *acc_out
  * The one place tokens are chosen: for every entry fed without error, the
  * next token of a decoding job, the verification of a ring job, the first
  * token of a job whose prompt completed (none for prefill-only jobs).
+ * A constraint that broke down while choosing (a grammar over its work
+ * bound) turns the entry into a failed one, as a failed forward is.
  * Engine thread, no lock; nothing is published yet. */
 static void sched_sample(zl_sched *s) {
     sched_step_buf *st = &s->st;
@@ -272,6 +274,13 @@ static void sched_sample(zl_sched *s) {
         if ((w->kind == WORK_PROMPT || w->kind == WORK_SOLO) && (j->n_fed < j->n_prompt || j->prefill_only)) continue;
         job_sample(s, j, &w->tok);
         w->n_out = 1;
+        const char *why = NULL;
+        int code = j->con.error ? j->con.error(j->con.ud, &why) : 0;
+        if (code) { /* the constraint broke down: the token is its fallback, and the job ends with the error */
+            w->rc = code;
+            w->msg = why;
+            w->n_out = 0;
+        }
     }
 }
 

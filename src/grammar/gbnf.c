@@ -265,7 +265,7 @@ static long read_char(gp *P) {
         return v;
     }
     if (c < 0x80) return c;
-    int need = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
+    int need = c >= 0xF8 ? -1 : c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
     if (need < 0 || P->i + (size_t)need > P->n) return failat(P, at, "invalid UTF-8 in the grammar text");
     long v = c & (0x3F >> need);
     for (int k = 0; k < need; k++) {
@@ -273,6 +273,10 @@ static long read_char(gp *P) {
         if ((d & 0xC0) != 0x80) return failat(P, at, "invalid UTF-8 in the grammar text");
         v = (v << 6) | (d & 0x3F);
     }
+    /* RFC 3629: the shortest form only, no surrogates, nothing past U+10FFFF */
+    static const long min_cp[] = {0, 0x80, 0x800, 0x10000};
+    if (v < min_cp[need] || (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF)
+        return failat(P, at, "invalid UTF-8 in the grammar text");
     return v;
 }
 
@@ -845,6 +849,21 @@ static int build(gp *P, int root, zl_grammar **out) {
     return 0;
 }
 
+/* The matcher's first step (the root's initial stacks) within its work
+ * bound: a grammar over it from the start is refused here, with the
+ * parse's other errors, rather than failing its first generation. */
+static int start_within_bound(const zl_grammar *g, zl_err *err) {
+    garena a;
+    gstackset s = {0};
+    memset(&a, 0, sizeof a);
+    gm_start(g, &a, &s);
+    int rc = !a.oom ? 0 : a.over ? zl_errf(err, ZL_ERANGE, "grammar: rule '%.100s': %s", g->rule_name[g->root], GM_WORK_MSG)
+                                 : zl_errf(err, ZL_ENOMEM, "grammar: out of memory");
+    gm_arena_free(&a);
+    free(s.s);
+    return rc;
+}
+
 int zl_grammar_parse(zl_grammar **out, const char *src, size_t n, const char *root, zl_err *err) {
     *out = NULL;
     gp P;
@@ -861,6 +880,10 @@ int zl_grammar_parse(zl_grammar **out, const char *src, size_t n, const char *ro
     }
     if (!rc) rc = check(&P, r);
     if (!rc) rc = build(&P, r, out);
+    if (!rc && (rc = start_within_bound(*out, err))) {
+        zl_grammar_free(*out);
+        *out = NULL;
+    }
     for (int k = 0; k < P.nr; k++) {
         for (int a = 0; a < P.r[k].nalt; a++) free(P.r[k].alts[a].it);
         free(P.r[k].alts);

@@ -63,6 +63,21 @@ static void put_utf8(zl_buf *b, unsigned cp) {
     zl_buf_put(b, o, (size_t)n);
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
+ * forms, no surrogates, nothing past U+10FFFF), or 0. */
+static size_t utf8_len(const char *p, size_t n) {
+    const unsigned char *u = (const unsigned char *)p;
+    size_t need = u[0] >= 0xC2 && u[0] <= 0xDF ? 2 : u[0] >= 0xE0 && u[0] <= 0xEF ? 3 : u[0] >= 0xF0 && u[0] <= 0xF4 ? 4 : 0;
+    if (!need || n < need) return 0;
+    for (size_t k = 1; k < need; k++)
+        if ((u[k] & 0xC0) != 0x80) return 0;
+    if (u[0] == 0xE0 && u[1] < 0xA0) return 0; /* overlong */
+    if (u[0] == 0xED && u[1] > 0x9F) return 0; /* a surrogate */
+    if (u[0] == 0xF0 && u[1] < 0x90) return 0; /* overlong */
+    if (u[0] == 0xF4 && u[1] > 0x8F) return 0; /* past U+10FFFF */
+    return need;
+}
+
 static int read_string(jr *R, char **out, size_t *len) {
     R->i++; /* " */
     zl_buf b = {0};
@@ -82,7 +97,13 @@ static int read_string(jr *R, char **out, size_t *len) {
             return jfail(R, "control character in a string");
         }
         if (c != '\\') {
-            zl_buf_put(&b, (const char *)&R->s[R->i++], 1);
+            size_t len = c < 0x80 ? 1 : utf8_len(R->s + R->i, R->n - R->i);
+            if (!len) {
+                free(b.p);
+                return jfail(R, "invalid UTF-8 in a string");
+            }
+            zl_buf_put(&b, R->s + R->i, len);
+            R->i += len;
             continue;
         }
         R->i++;

@@ -150,7 +150,7 @@ void gm_expand(const zl_grammar *g, garena *a, int32_t pos, int32_t parent, gsta
         pos = a->todo[--a->todo_n];
         while (!a->oom) {
             if (++a->work > GM_MAX_WORK) {
-                a->oom = 1;
+                a->oom = a->over = 1;
                 return;
             }
             const gelem *e = &g->el[pos];
@@ -253,8 +253,9 @@ int zl_gmatch_new(zl_gmatch **out, const zl_grammar *g, zl_err *err) {
     m->g = g;
     zl_gmatch_reset(m);
     if (m->a.oom) {
+        int over = m->a.over;
         zl_gmatch_free(m);
-        return zl_errf(err, ZL_ENOMEM, "out of memory");
+        return over ? zl_errf(err, ZL_ERANGE, "grammar: %s", GM_WORK_MSG) : zl_errf(err, ZL_ENOMEM, "out of memory");
     }
     *out = m;
     return 0;
@@ -284,12 +285,12 @@ int zl_gmatch_feed(zl_gmatch *m, const char *s, size_t n) {
         gstackset t = m->cur;
         m->cur = m->next;
         m->next = t;
-        if (m->a.oom) rc = ZL_ENOMEM;
+        if (m->a.oom) rc = m->a.over ? ZL_ERANGE : ZL_ENOMEM;
         else if (!m->cur.n) rc = ZL_EINVAL;
     }
     if (rc) { /* restore */
         arena_cut(&m->a, mark);
-        m->a.oom = 0;
+        m->a.oom = m->a.over = 0;
         free(m->cur.s);
         m->cur = keep;
         return rc;

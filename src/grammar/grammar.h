@@ -15,7 +15,13 @@
  * character spread over several tokens is matched byte by byte.  Rejected at
  * parse time, with the line and column: syntax errors, undefined rules,
  * rules defined twice, left recursion (also through rules that can match
- * nothing) and rules that can never finish.
+ * nothing), rules that can never finish, and (ZL_ERANGE) a grammar whose
+ * start alone exceeds the matcher's work bound: matching one byte may take
+ * at most 4194304 expansion steps (GM_MAX_WORK; a set of stacks is matched
+ * without memoisation, so nested optional repetition costs about the cube
+ * of its count).  A grammar that passes the parse may still exceed the
+ * bound on a later byte: the matcher then fails with ZL_ERANGE and the
+ * constraint reports it (zl_gconstraint_error).
  *
  * Owns parsing, matching and masks; never knows models, HTTP or JSON values
  * other than the schema text it compiles. */
@@ -98,16 +104,27 @@ int zl_gconstraint_new(zl_gconstraint **out, const zl_grammar *g, const zl_gvoca
 void zl_gconstraint_free(zl_gconstraint *c);
 /* Allowed tokens for the current state as a bitset of n_tokens bits (valid
  * until the next call on c); NULL when every token is allowed (a lazy
- * constraint not yet triggered).  *n_allowed gets how many are set. */
+ * constraint not yet triggered: *n_allowed = n_tokens) or after an error
+ * (zl_gconstraint_error: *n_allowed = 0).  *n_allowed gets how many are set. */
 const uint64_t *zl_gconstraint_mask(zl_gconstraint *c, int32_t *n_allowed);
 /* Logits of disallowed tokens to -INFINITY; returns the number allowed. */
 int32_t zl_gconstraint_apply(zl_gconstraint *c, float *logits);
 /* Whether token may come next (without advancing): one lookup per byte
- * once the state's transitions are known. */
+ * once the state's transitions are known.  For a lazy constraint not yet
+ * triggered: always, unless the token completes the trigger and the bytes
+ * after it do not follow the grammar (accept decides by the same rule). */
 int zl_gconstraint_check(zl_gconstraint *c, int32_t token);
 /* Advance on a chosen token: 0, or ZL_EINVAL when the token is not allowed
  * (the state is unchanged). */
 int zl_gconstraint_accept(zl_gconstraint *c, int32_t token);
+/* Why the constraint stopped working, or 0: ZL_ERANGE when matching one
+ * byte exceeded the matcher's work bound (grammar.h, zl_grammar_parse),
+ * ZL_ENOMEM when its tables could not grow; *msg (may be NULL) gets a
+ * static one-line message.  From then on the constraint allows nothing (the
+ * mask is NULL with *n_allowed 0, apply returns 0, check refuses, accept
+ * returns the code): whoever drives it must end the generation with that
+ * error rather than take the fallback token for an answer. */
+int zl_gconstraint_error(const zl_gconstraint *c, const char **msg);
 /* Whether the grammar has been triggered (always for a non-lazy one) and
  * whether its text is complete (accepting). */
 int zl_gconstraint_active(const zl_gconstraint *c);

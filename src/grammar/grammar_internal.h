@@ -58,11 +58,16 @@ typedef struct gframe {
  * such as ("" | "a"){0,10000} costs the cube of its repetition count a byte;
  * the bound keeps that from holding a thread for minutes (about 10 ms). */
 #define GM_MAX_WORK (1L << 22)
+/* What a grammar over the bound is told (grammar.h: a parse-time ZL_ERANGE,
+ * or a constraint's error). */
+#define GM_WORK_MSG "matching one byte needs more than 4194304 expansion steps (the grammar is too ambiguous: " \
+                    "nested or repeated optional parts)"
 
 typedef struct garena {
     gframe *f;
     int32_t n, cap;
     int oom;        /* sticky: out of memory, or over GM_MAX_WORK */
+    int over;       /* sticky: the reason was GM_MAX_WORK */
     long work;      /* expansion steps of the current advance */
     int32_t *ht;    /* interning table (frame indices, -1 empty): one frame per (pos, parent), so equal
                      * stacks have equal indices */

@@ -204,7 +204,9 @@ struct zl_gconstraint {
     int32_t *lv;          /* set id per trie depth during a walk */
     int32_t nwords;
     int32_t cur;          /* the current set id */
-    int oom;
+    int32_t start;        /* the id of the root's initial set in the tables, or -1 */
+    int oom;              /* sticky: the tables failed (err says why); nothing is allowed any more */
+    int err;              /* ZL_ENOMEM, or ZL_ERANGE: a byte needed more than GM_MAX_WORK steps */
     /* lazy trigger */
     char *trigger;
     size_t trig_len;
@@ -278,6 +280,12 @@ static int32_t set_intern(zl_gconstraint *c, gstackset *s) {
     return c->n_set++;
 }
 
+/* The constraint is broken for good: code says why (the first reason stands). */
+static void fail(zl_gconstraint *c, int code) {
+    if (!c->oom) c->err = code;
+    c->oom = 1;
+}
+
 /* Next set from set sid over byte b (GC_DEAD when no stack survives). */
 static int32_t trans(zl_gconstraint *c, int32_t sid, unsigned char b) {
     gcset *e = &c->set[sid];
@@ -285,7 +293,7 @@ static int32_t trans(zl_gconstraint *c, int32_t sid, unsigned char b) {
     if (!e->trans) {
         e->trans = malloc(256 * sizeof *e->trans);
         if (!e->trans) {
-            c->oom = 1;
+            fail(c, ZL_ENOMEM);
             return GC_DEAD;
         }
         for (int k = 0; k < 256; k++) e->trans[k] = GC_SET_UNKNOWN;
@@ -293,10 +301,10 @@ static int32_t trans(zl_gconstraint *c, int32_t sid, unsigned char b) {
     gstackset in = {c->pool + e->off, e->n, e->n};
     gm_advance(c->g, &c->a, &in, b, &c->tmp);
     int32_t next = GC_DEAD;
-    if (c->a.oom) c->oom = 1;
+    if (c->a.oom) fail(c, c->a.over ? ZL_ERANGE : ZL_ENOMEM);
     else if (c->tmp.n) next = set_intern(c, &c->tmp);
     if (next < 0 && c->tmp.n) {
-        c->oom = 1;
+        fail(c, ZL_ENOMEM);
         next = GC_DEAD;
     }
     c->set[sid].trans[b] = next; /* set_intern may have moved c->set */
@@ -311,6 +319,7 @@ static void tables_free(zl_gconstraint *c) {
     c->n_set = 0;
     c->n_pool = 0;
     c->n_masks = 0;
+    c->start = -1;
     c->a.n = 0;
     free(c->a.ht);
     c->a.ht = NULL;
@@ -320,11 +329,19 @@ static void tables_free(zl_gconstraint *c) {
     c->set_ht_cap = 0;
 }
 
-static int state_start(zl_gconstraint *c) {
-    tables_free(c);
+/* The id of the root's initial set (interned on first use), or -1 after
+ * failing the constraint. */
+static int32_t start_set(zl_gconstraint *c) {
+    if (c->oom) return -1;
+    if (c->start >= 0) return c->start;
     gm_start(c->g, &c->a, &c->tmp);
-    c->cur = c->a.oom ? -1 : set_intern(c, &c->tmp);
-    return c->cur < 0 ? -1 : 0;
+    if (c->a.oom) {
+        fail(c, c->a.over ? ZL_ERANGE : ZL_ENOMEM);
+        return -1;
+    }
+    c->start = set_intern(c, &c->tmp);
+    if (c->start < 0) fail(c, ZL_ENOMEM);
+    return c->start;
 }
 
 /* Bound the tables: past the limits, keep only the current state. */
@@ -361,6 +378,7 @@ int zl_gconstraint_new(zl_gconstraint **out, const zl_grammar *g, const zl_gvoca
     if (!c) return zl_errf(err, ZL_ENOMEM, "out of memory");
     c->g = g;
     c->v = v;
+    c->start = -1;
     c->nwords = (v->n_tokens + 63) / 64;
     c->lv = calloc((size_t)v->max_depth + 1, sizeof *c->lv);
     int bad = !c->lv;
@@ -371,10 +389,14 @@ int zl_gconstraint_new(zl_gconstraint **out, const zl_grammar *g, const zl_gvoca
     } else {
         c->active = 1;
     }
-    if (!bad && c->active) bad = state_start(c);
     if (bad) {
         zl_gconstraint_free(c);
         return zl_errf(err, ZL_ENOMEM, "out of memory");
+    }
+    if (c->active && (c->cur = start_set(c)) < 0) {
+        int code = c->err;
+        zl_gconstraint_free(c);
+        return code == ZL_ERANGE ? zl_errf(err, code, "grammar: %s", GM_WORK_MSG) : zl_errf(err, code, "out of memory");
     }
     *out = c;
     return 0;
@@ -426,11 +448,14 @@ static int32_t walk(zl_gconstraint *c, int32_t sid, uint64_t *mask) {
 }
 
 const uint64_t *zl_gconstraint_mask(zl_gconstraint *c, int32_t *n_allowed) {
+    if (c->oom) {
+        if (n_allowed) *n_allowed = 0;
+        return NULL;
+    }
     if (!c->active) {
         if (n_allowed) *n_allowed = c->v->n_tokens;
         return NULL;
     }
-    if (c->oom) return NULL;
     gcset *e = &c->set[c->cur];
     if (e->mask) {
         c->hits++;
@@ -445,10 +470,15 @@ const uint64_t *zl_gconstraint_mask(zl_gconstraint *c, int32_t *n_allowed) {
         c->n_masks = 0;
     }
     uint64_t *mask = malloc((size_t)c->nwords * sizeof *mask);
-    if (!mask) return NULL;
+    if (!mask) {
+        fail(c, ZL_ENOMEM);
+        if (n_allowed) *n_allowed = 0;
+        return NULL;
+    }
     int32_t n = walk(c, c->cur, mask);
     if (n < 0) {
         free(mask);
+        if (n_allowed) *n_allowed = 0;
         return NULL;
     }
     c->walks++;
@@ -463,7 +493,7 @@ const uint64_t *zl_gconstraint_mask(zl_gconstraint *c, int32_t *n_allowed) {
 int32_t zl_gconstraint_apply(zl_gconstraint *c, float *logits) {
     int32_t n = 0;
     const uint64_t *m = zl_gconstraint_mask(c, &n);
-    if (!m) return c->active ? 0 : c->v->n_tokens;
+    if (!m) return c->active || c->oom ? 0 : c->v->n_tokens;
     for (int32_t w = 0; w < c->nwords; w++) {
         uint64_t bits = m[w];
         if (bits == ~0ull) continue;
@@ -481,14 +511,8 @@ static int32_t run_bytes(zl_gconstraint *c, const uint8_t *p, size_t n) {
     return sid;
 }
 
-static int feed(zl_gconstraint *c, const uint8_t *p, size_t n) {
-    int32_t sid = run_bytes(c, p, n);
-    if (sid < 0) return -1;
-    c->cur = sid;
-    return rebase(c);
-}
-
 static int window_push(zl_gconstraint *c, const char *p, size_t n) {
+    if (!n) return 0; /* a token without bytes (the window may not exist yet) */
     if (c->win_len + n > c->win_cap) {
         size_t nc = (c->win_len + n) * 2 + 16;
         char *t = realloc(c->window, nc);
@@ -501,54 +525,110 @@ static int window_push(zl_gconstraint *c, const char *p, size_t n) {
     return 0;
 }
 
-/* Lazy mode: look for the trigger in the text so far plus this piece; once
- * found, the grammar starts and takes the bytes after the trigger. */
-static int lazy_feed(zl_gconstraint *c, const uint8_t *p, size_t n) {
-    if (window_push(c, (const char *)p, n)) return ZL_ENOMEM;
-    const char *w = c->window;
-    size_t wl = c->win_len;
-    for (size_t i = 0; i + c->trig_len <= wl; i++) {
-        if (memcmp(w + i, c->trigger, c->trig_len)) continue;
-        size_t after = i + c->trig_len;
-        if (state_start(c)) return ZL_ENOMEM;
-        c->active = 1;
-        c->win_len = 0;
-        if (after < wl && feed(c, (const uint8_t *)w + after, wl - after)) return ZL_EINVAL;
-        return 0;
-    }
-    if (wl >= c->trig_len) { /* keep what may begin the trigger */
-        size_t keep = c->trig_len - 1;
-        memmove(c->window, w + wl - keep, keep);
-        c->win_len = keep;
-    }
+/* Where the grammar of a lazy constraint not yet active would start if
+ * piece p[0..n) came next: the window (the bytes that may begin the
+ * trigger) is extended by the piece and searched.  Returns 1 with
+ * *after = the offset in the window just past the first trigger, 0 when
+ * there is none, -1 out of memory.  The piece stays in the window. */
+static int trigger_find(zl_gconstraint *c, const uint8_t *p, size_t n, size_t *after) {
+    if (window_push(c, (const char *)p, n)) return -1;
+    for (size_t i = 0; i + c->trig_len <= c->win_len; i++)
+        if (!memcmp(c->window + i, c->trigger, c->trig_len)) {
+            *after = i + c->trig_len;
+            return 1;
+        }
     return 0;
 }
 
-int zl_gconstraint_check(zl_gconstraint *c, int32_t token) {
-    const zl_gvocab *v = c->v;
-    if (token < 0 || token >= v->n_tokens) return 0;
-    if (!c->active) return 1;
-    if (v->is_eog[token]) return c->set[c->cur].accepting;
-    size_t n = v->boff[token + 1] - v->boff[token];
-    return n && run_bytes(c, v->bytes + v->boff[token], n) >= 0;
+/* What the constraint does with piece p[0..n): the set it leads to
+ * (GC_DEAD: refused), and for a lazy one not yet active whether the piece
+ * triggers it (*starts).  The same function decides check and accept, so
+ * the two never disagree.  Changes only caches (the window keeps its
+ * length). */
+static int32_t next_set(zl_gconstraint *c, const uint8_t *p, size_t n, int *starts, size_t *after) {
+    *starts = 0;
+    if (c->active) return n ? run_bytes(c, p, n) : GC_DEAD;
+    size_t wl = c->win_len;
+    int found = trigger_find(c, p, n, after);
+    int32_t sid = c->cur;
+    if (found < 0) fail(c, ZL_ENOMEM);
+    if (found > 0) {
+        *starts = 1;
+        int32_t st = start_set(c);
+        const uint8_t *w = (const uint8_t *)c->window;
+        sid = GC_DEAD;
+        if (st >= 0) {
+            sid = st;
+            for (size_t i = *after; i < c->win_len && sid >= 0; i++) sid = trans(c, sid, w[i]);
+        }
+    }
+    c->win_len = wl;
+    return found < 0 ? GC_DEAD : sid;
 }
 
-int zl_gconstraint_accept(zl_gconstraint *c, int32_t token) {
-    const zl_gvocab *v = c->v;
-    if (token < 0 || token >= v->n_tokens) return ZL_EINVAL;
-    const uint8_t *p = v->bytes + v->boff[token];
-    size_t n = v->boff[token + 1] - v->boff[token];
-    if (!c->active) return lazy_feed(c, p, n);
-    if (v->is_eog[token]) return c->set[c->cur].accepting ? 0 : ZL_EINVAL;
-    if (!n) return ZL_EINVAL;
-    if (feed(c, p, n)) return c->oom ? ZL_ENOMEM : ZL_EINVAL;
-    /* a lazy grammar that has nothing left to match goes back to watching */
+/* Move to set sid (bounding the tables); a lazy grammar that has nothing
+ * left to match goes back to watching for its trigger. */
+static int enter(zl_gconstraint *c, int32_t sid) {
+    c->cur = sid;
+    if (rebase(c)) {
+        fail(c, ZL_ENOMEM);
+        return ZL_ENOMEM;
+    }
     const gcset *e = &c->set[c->cur];
     if (c->trigger && e->n == 1 && c->pool[e->off] == GSTACK_ACCEPT) {
         c->active = 0;
         c->win_len = 0;
     }
     return 0;
+}
+
+int zl_gconstraint_check(zl_gconstraint *c, int32_t token) {
+    const zl_gvocab *v = c->v;
+    if (token < 0 || token >= v->n_tokens || c->oom) return 0;
+    if (c->active && v->is_eog[token]) return c->set[c->cur].accepting;
+    int starts;
+    size_t after;
+    const uint8_t *p = v->bytes + v->boff[token];
+    size_t n = v->boff[token + 1] - v->boff[token];
+    int32_t sid = next_set(c, p, n, &starts, &after);
+    return !c->oom && (sid >= 0 || (!c->active && !starts));
+}
+
+int zl_gconstraint_accept(zl_gconstraint *c, int32_t token) {
+    const zl_gvocab *v = c->v;
+    if (token < 0 || token >= v->n_tokens) return ZL_EINVAL;
+    if (c->oom) return c->err;
+    if (c->active && v->is_eog[token]) return c->set[c->cur].accepting ? 0 : ZL_EINVAL;
+    int starts;
+    size_t after;
+    const uint8_t *p = v->bytes + v->boff[token];
+    size_t n = v->boff[token + 1] - v->boff[token];
+    int32_t sid = next_set(c, p, n, &starts, &after);
+    if (c->oom) return c->err;
+    if (!c->active && !starts) { /* keep what may begin the trigger */
+        if (window_push(c, (const char *)p, n)) {
+            fail(c, ZL_ENOMEM);
+            return ZL_ENOMEM;
+        }
+        size_t keep = c->trig_len - 1;
+        if (c->win_len > keep) {
+            memmove(c->window, c->window + c->win_len - keep, keep);
+            c->win_len = keep;
+        }
+        return 0;
+    }
+    if (sid < 0) return ZL_EINVAL;
+    if (!c->active) {
+        c->active = 1;
+        c->win_len = 0;
+    }
+    return enter(c, sid);
+}
+
+int zl_gconstraint_error(const zl_gconstraint *c, const char **msg) {
+    if (!c->oom) return 0;
+    if (msg) *msg = c->err == ZL_ERANGE ? "grammar: " GM_WORK_MSG : "grammar: out of memory";
+    return c->err;
 }
 
 int zl_gconstraint_active(const zl_gconstraint *c) { return c->active; }

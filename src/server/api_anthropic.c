@@ -309,11 +309,16 @@ static void ant_delta(zl_sse *s, const zl_result *res, const zl_event *ev) {
 }
 
 static void ant_error(zl_sse *s, const zl_result *res, int choice) {
-    (void)res;
-    (void)choice;
-    zl_sse_event(s, "error",
-                 json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", "api_error", "message",
-                           "generation failed"));
+    const char *param = NULL;
+    char msg[320];
+    int status, kind = zl_result_error(res, choice, &param, msg, sizeof msg);
+    if (param) { /* Anthropic's errors have no param field: the message names it */
+        char m[400];
+        snprintf(m, sizeof m, "%s: %s", param, msg);
+        zl_sse_event(s, "error", zl_error_json(ZL_API_ANTHROPIC, (zl_ekind)kind, NULL, m, &status));
+        return;
+    }
+    zl_sse_event(s, "error", zl_error_json(ZL_API_ANTHROPIC, (zl_ekind)kind, NULL, msg, &status));
 }
 
 static void ant_end(zl_sse *s, const zl_result *res) {

@@ -314,9 +314,10 @@ static void oai_delta(zl_sse *s, const zl_result *res, const zl_event *ev) {
 }
 
 static void oai_error(zl_sse *s, const zl_result *res, int choice) {
-    (void)res;
-    (void)choice;
-    zl_sse_event(s, NULL, json_pack("{s:{s:s, s:s}}", "error", "message", "generation failed", "type", "server_error"));
+    const char *param = NULL;
+    char msg[320];
+    int status, kind = zl_result_error(res, choice, &param, msg, sizeof msg);
+    zl_sse_event(s, NULL, zl_error_json(ZL_API_OPENAI, (zl_ekind)kind, param, msg, &status));
 }
 
 static void oai_end(zl_sse *s, const zl_result *res) {

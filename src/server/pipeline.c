@@ -62,6 +62,7 @@ void zl_result_init(zl_result *res, const zl_request *q, const zl_prepared *p, z
     res->logprobs = q->n_logprobs >= 0;
     res->n_user_stops = p->n_user_stops;
     res->prompt_tokens = p->n_ids[0];
+    res->grammar_param = p->plan.grammar ? p->plan.grammar_param : NULL;
     zl_tools_split_init(res, &p->plan); /* out of memory: the text stays whole */
 }
 
@@ -438,23 +439,42 @@ static enum MHD_Result reply_stream(zl_req *r, zl_result *res, const zl_emitter 
     return zl_reply_sse(r, s);
 }
 
-/* A failed generation, from its jobs' reports: 503 (Retry-After) when every
- * failure was transient and produced no token, else 500 with the first reason. */
-static enum MHD_Result reply_failed(zl_req *r, zl_gen *g) {
-    int retry = 1;
-    char why[256] = "generation failed";
-    int have = 0;
+int zl_result_error(const zl_result *res, int i, const char **param, char *msg, size_t cap) {
+    const zl_gen *g = res->g;
+    *param = NULL;
+    snprintf(msg, cap, "generation failed");
+    if (i < 0 || i >= g->n || g->ch[i].end != ZL_GEN_ERROR || !g->ch[i].job) return ZL_E_INTERNAL;
+    zl_job_report rep;
+    zl_job_get_report(g->sched, g->ch[i].job, &rep);
+    if (rep.error[0]) snprintf(msg, cap, "generation failed: %s", rep.error);
+    /* the one failure the request itself causes after it was accepted: its grammar is too
+     * ambiguous for the matcher's work bound on some byte (grammar.h) */
+    if (rep.error_code == ZL_ERANGE && res->grammar_param && !strncmp(rep.error, "grammar: ", 9)) {
+        *param = res->grammar_param;
+        return ZL_E_INVALID;
+    }
+    return rep.retryable ? ZL_E_UNAVAILABLE : ZL_E_INTERNAL;
+}
+
+/* A failed generation: the first failed choice's report (zl_result_error);
+ * 503 (Retry-After) only when every failure was transient. */
+static enum MHD_Result reply_failed(zl_req *r, const zl_result *res) {
+    const zl_gen *g = res->g;
+    int kind = -1;
+    const char *param = NULL;
+    char why[320] = "generation failed";
     for (int i = 0; i < g->n; i++) {
-        if (g->ch[i].end != ZL_GEN_ERROR || !g->ch[i].job) continue;
-        zl_job_report rep;
-        zl_job_get_report(g->sched, g->ch[i].job, &rep);
-        retry &= rep.retryable;
-        if (!have && rep.error[0]) {
-            snprintf(why, sizeof why, "generation failed: %s", rep.error);
-            have = 1;
+        if (g->ch[i].end != ZL_GEN_ERROR) continue;
+        const char *p = NULL;
+        char m[320];
+        int k = zl_result_error(res, i, &p, m, sizeof m);
+        if (kind < 0 || (kind == ZL_E_UNAVAILABLE && k != ZL_E_UNAVAILABLE)) {
+            kind = k;
+            param = p;
+            snprintf(why, sizeof why, "%s", m);
         }
     }
-    return zl_reply_error(r, retry ? ZL_E_UNAVAILABLE : ZL_E_INTERNAL, NULL, "%s", why);
+    return zl_reply_error(r, kind < 0 ? ZL_E_INTERNAL : (zl_ekind)kind, param, "%s", why);
 }
 
 static enum MHD_Result reply_whole_split(zl_req *r, zl_result *res, const zl_emitter *em);
@@ -473,7 +493,7 @@ static enum MHD_Result reply_whole_split(zl_req *r, zl_result *res, const zl_emi
     }
     zl_result_finish(res);
     if (res->failed) {
-        enum MHD_Result ret = reply_failed(r, g);
+        enum MHD_Result ret = reply_failed(r, res);
         zl_gen_free(g);
         return ret;
     }

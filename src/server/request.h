@@ -131,6 +131,7 @@ typedef struct zl_result {
     int n_user_stops;    /* stops[0..n_user_stops) are the caller's */
     int prompt_tokens;   /* of the first choice, known before the generation */
     int failed;          /* some choice ended with an error */
+    const char *grammar_param; /* the field the generation's grammar came from (static), or NULL */
     zl_gen_timing timing; /* filled once every choice has ended */
     struct zl_choice_split *split; /* per choice: reasoning / answer / calls, or NULL (tools.c) */
 } zl_result;
@@ -142,6 +143,12 @@ void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap);
 
 /* Choice i of a whole result (all its text). */
 void zl_result_choice(const zl_result *res, int i, zl_event *ev);
+/* How the API reports a failed choice i (pipeline.c): the kind (http.h:
+ * ZL_E_INVALID naming *param when the request's grammar went over the
+ * matcher's work bound mid-generation, ZL_E_UNAVAILABLE when the failure was
+ * transient and came before any token, else ZL_E_INTERNAL) and msg
+ * ("generation failed: <the job's reason>"). */
+int zl_result_error(const zl_result *res, int i, const char **param, char *msg, size_t cap);
 
 struct zl_sse;
 /* An API's output shape.  Streams: start once, delta whenever a choice has

@@ -187,6 +187,7 @@ int zl_tools_plan_make(const zl_chat_fmt *f, const zl_request *q, const char *pr
                                q->grammar_param);
         pl->tools = 0; /* the structured answer is the reply */
         if (grammar_ok(q->grammar, q->grammar_param, e)) return -1;
+        pl->grammar_param = q->grammar_param;
         pl->grammar = strdup(q->grammar);
         return pl->grammar ? 0 : zl_verr_set(e, "", "out of memory");
     }
@@ -198,6 +199,8 @@ int zl_tools_plan_make(const zl_chat_fmt *f, const zl_request *q, const char *pr
     if (!pl->grammar && err.code)
         return zl_verr_set(e, q->tool_choice == ZL_TOOLS_NAMED && strstr(err.msg, "tool_choice") ? "tool_choice" : "tools",
                            "%s", err.msg);
+    pl->grammar_param = "tools";
+    if (pl->grammar && grammar_ok(pl->grammar, "tools", e)) return -1; /* the calls' grammar over the work bound */
     if (forced) pl->think = 0; /* a forced call starts at the first token */
     return 0;
 }

@@ -51,13 +51,15 @@ char *zl_tools_render(const zl_chat_fmt *f, const zl_request *q, zl_err *err);
 typedef struct zl_tools_plan {
     char *grammar;       /* owned, or NULL */
     const char *trigger; /* lazy grammar's opener (static), or NULL */
+    const char *grammar_param; /* the field the grammar came from (static: response_format..., grammar, tools) */
     int tools;           /* parse calls out of the output */
     int think, think_inside;
     zl_tc_format format;
 } zl_tools_plan;
 /* prompt: the rendered text (where a thinking block may already be open).
  * Returns 0, or -1 with e naming the field (an unsupported schema keyword,
- * an unknown tool name, a grammar that does not parse). */
+ * an unknown tool name, a grammar that does not parse or whose start is
+ * over the matcher's work bound). */
 int zl_tools_plan_make(const zl_chat_fmt *f, const zl_request *q, const char *prompt, zl_tools_plan *pl, zl_verr *e);
 void zl_tools_plan_free(zl_tools_plan *pl);
 

@@ -13,8 +13,11 @@
  * byte matcher fed the text so far plus the token (the end token exactly
  * when accepting); a token that check allows is accepted, one it refuses
  * is refused; apply masks exactly the refused logits; a whole sentence of a
- * schema's grammar is JSON.  Never crashes, hangs, reads out of bounds or
- * leaks. */
+ * schema's grammar is JSON.  The matcher's work bound (ZL_ERANGE) is the
+ * one failure allowed past the parse: a grammar is refused by the parse when
+ * its start exceeds it, and a constraint that trips it later reports it
+ * (zl_gconstraint_error) and from then on allows nothing, check and accept
+ * agreeing.  Never crashes, hangs, reads out of bounds or leaks. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,16 +57,33 @@ static zl_gvocab *vocab(void) {
 }
 
 /* Whether bytes p[0..n) then the token keep a fresh matcher alive (the end
- * token: whether p is a whole sentence). */
+ * token: whether p is a whole sentence); -1 when the matcher's work bound
+ * decided nothing. */
 static int ref_allowed(const zl_grammar *g, const char *p, size_t n, int32_t tok) {
     zl_gmatch *m = NULL;
-    if (zl_gmatch_new(&m, g, NULL)) abort();
-    int ok = zl_gmatch_feed(m, p, n) == 0;
-    if (!ok) abort(); /* the text so far was accepted token by token */
-    if (tok == 0) ok = zl_gmatch_accepting(m);
-    else ok = piece_len(tok) > 0 && zl_gmatch_feed(m, VOCAB[tok], piece_len(tok)) == 0;
+    if (zl_gmatch_new(&m, g, NULL)) abort(); /* the parse checked the start against the bound */
+    int rc = zl_gmatch_feed(m, p, n), ok;
+    if (rc && rc != ZL_ERANGE) abort(); /* the text so far was accepted token by token */
+    if (rc) ok = -1;
+    else if (tok == 0) ok = zl_gmatch_accepting(m);
+    else if (!piece_len(tok)) ok = 0;
+    else ok = (rc = zl_gmatch_feed(m, VOCAB[tok], piece_len(tok))) == ZL_ERANGE ? -1 : rc == 0;
     zl_gmatch_free(m);
     return ok;
+}
+
+/* A constraint in its error state: the work bound (or memory) and nothing allowed. */
+static void check_failed(zl_gconstraint *c) {
+    const char *msg = NULL;
+    int code = zl_gconstraint_error(c, &msg);
+    if ((code != ZL_ERANGE && code != ZL_ENOMEM) || !msg || !*msg) abort();
+    int32_t n_allowed = -1;
+    if (zl_gconstraint_mask(c, &n_allowed) || n_allowed != 0) abort();
+    float logits[NV];
+    for (int32_t t = 0; t < NV; t++) logits[t] = 1.0f;
+    if (zl_gconstraint_apply(c, logits) != 0) abort();
+    for (int32_t t = 0; t < NV; t++)
+        if (zl_gconstraint_check(c, t) || zl_gconstraint_accept(c, t) != code) abort();
 }
 
 static void drive_bytes(const zl_grammar *g, const uint8_t *d, size_t n) {
@@ -72,6 +92,7 @@ static void drive_bytes(const zl_grammar *g, const uint8_t *d, size_t n) {
     for (size_t i = 0; i < n; i++) {
         int acc = zl_gmatch_accepting(m), done = zl_gmatch_done(m);
         int rc = zl_gmatch_feed(m, (const char *)d + i, 1);
+        if (rc == ZL_ERANGE) break; /* the work bound: a matcher may refuse to go on */
         if (rc && (zl_gmatch_accepting(m) != acc || zl_gmatch_done(m) != done)) abort(); /* refused: unchanged */
         if (!rc && done) abort(); /* nothing may follow a finished sentence */
     }
@@ -80,13 +101,17 @@ static void drive_bytes(const zl_grammar *g, const uint8_t *d, size_t n) {
 
 static void drive_tokens(const zl_grammar *g, int lazy, int schema, const uint8_t *d, size_t n) {
     zl_gconstraint *c = NULL;
-    if (zl_gconstraint_new(&c, g, vocab(), lazy ? TRIGGER : NULL, NULL)) abort();
+    if (zl_gconstraint_new(&c, g, vocab(), lazy ? TRIGGER : NULL, NULL)) abort(); /* the start is within the bound */
     char text[MAX_STEPS * 16];
     size_t tn = 0; /* bytes the grammar has matched (non-lazy) */
     float logits[NV];
     for (size_t s = 0; s < n && s < MAX_STEPS; s++) {
         int32_t n_allowed = -1;
         const uint64_t *mask = zl_gconstraint_mask(c, &n_allowed);
+        if (zl_gconstraint_error(c, NULL)) {
+            check_failed(c);
+            break;
+        }
         if (!mask) {
             if (zl_gconstraint_active(c) || n_allowed != NV) abort(); /* NULL only for a lazy one not triggered */
         } else {
@@ -95,7 +120,10 @@ static void drive_tokens(const zl_grammar *g, int lazy, int schema, const uint8_
                 int bit = (int)((mask[t >> 6] >> (t & 63)) & 1);
                 count += bit;
                 if (bit != zl_gconstraint_check(c, t)) abort();
-                if (!lazy && s < BRUTE_STEPS && bit != ref_allowed(g, text, tn, t)) abort();
+                if (!lazy && s < BRUTE_STEPS) {
+                    int ref = ref_allowed(g, text, tn, t);
+                    if (ref >= 0 && bit != ref) abort();
+                }
                 if (t == 1 && bit) abort(); /* a token without bytes is never allowed */
             }
             if (count != n_allowed) abort();
@@ -116,6 +144,11 @@ static void drive_tokens(const zl_grammar *g, int lazy, int schema, const uint8_
         int ok = zl_gconstraint_check(c, tok), was_active = zl_gconstraint_active(c);
         int rc = zl_gconstraint_accept(c, tok);
         if (ok != (rc == 0)) abort(); /* accept agrees with check */
+        if (zl_gconstraint_error(c, NULL)) {
+            if (ok) abort(); /* a token check allowed cannot fail in accept */
+            check_failed(c);
+            break;
+        }
         if (rc) continue;
         if (!lazy && tok == 0) break; /* the end token ends the walk */
         if (!lazy || was_active) {
@@ -176,7 +209,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rc = text ? zl_grammar_parse(&g, text, strlen(text), NULL, &err)
                   : zl_grammar_parse(&g, (const char *)src, tl, NULL, &err);
     if (rc) {
-        if (text || g || !err.msg[0]) abort(); /* a compiled schema always parses; a refusal says why */
+        /* a compiled schema always parses (but for the work bound); a refusal says why */
+        if ((text && rc != ZL_ERANGE) || g || !err.msg[0]) abort();
+        free(text);
         return 0;
     }
     free(text);

@@ -4,13 +4,17 @@
  * each (byte flips, overwrites with boundary values, truncations, splices of
  * two seeds), so `ctest` exercises every fuzz target on every build and the
  * ASan build catches what the variants reach.  Exit 0 when every input
- * returned; a crash or sanitizer report fails the test. */
+ * returned; a crash or sanitizer report fails the test.  To diagnose one:
+ * REPLAY_SAVE=FILE writes each input to FILE before it runs (after a crash
+ * FILE holds the culprit); REPLAY_SLOW_MS=N names on stderr every input
+ * that took longer than N ms. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
@@ -41,15 +45,18 @@ static void add_path(const char *path) {
     struct stat st;
     if (stat(path, &st)) { fprintf(stderr, "replay: no such file or directory: %s\n", path); exit(2); }
     if (!S_ISDIR(st.st_mode)) { add_file(path); return; }
-    DIR *d = opendir(path);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", path, e->d_name);
-        add_path(full);
+    /* in name order, so a seed's number and its variants are the same on every file system */
+    struct dirent **names = NULL;
+    int n = scandir(path, &names, NULL, alphasort);
+    for (int k = 0; k < n; k++) {
+        if (names[k]->d_name[0] != '.') {
+            char full[4096];
+            snprintf(full, sizeof full, "%s/%s", path, names[k]->d_name);
+            add_path(full);
+        }
+        free(names[k]);
     }
-    if (d) closedir(d);
+    free(names);
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -60,24 +67,42 @@ static uint64_t next(void) {
     return rng;
 }
 
-static void run(const uint8_t *p, size_t n) {
+static const char *save_path;
+static double slow_ms = -1;
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void run(const uint8_t *p, size_t n, size_t seed, long variant) {
+    if (save_path) {
+        FILE *f = fopen(save_path, "wb");
+        if (!f || fwrite(p, 1, n, f) != n || fclose(f)) { fprintf(stderr, "replay: cannot write %s\n", save_path); exit(2); }
+    }
     /* a private copy of exactly n bytes, so ASan sees reads past the end */
     uint8_t *c = malloc(n ? n : 1);
     if (!c) exit(2);
     memcpy(c, p, n);
+    double t0 = slow_ms >= 0 ? now_ms() : 0;
     LLVMFuzzerTestOneInput(c, n);
+    if (slow_ms >= 0 && now_ms() - t0 > slow_ms)
+        fprintf(stderr, "replay: seed %zu variant %ld took %.0f ms\n", seed, variant, now_ms() - t0);
     free(c);
 }
 
 int main(int argc, char **argv) {
     if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
     long mutations = getenv("MUTATIONS") ? atol(getenv("MUTATIONS")) : 2000;
+    save_path = getenv("REPLAY_SAVE");
+    if (getenv("REPLAY_SLOW_MS")) slow_ms = atof(getenv("REPLAY_SLOW_MS"));
     for (int i = 1; i < argc; i++) add_path(argv[i]);
     if (!n_seeds) { fprintf(stderr, "replay: no inputs\n"); return 2; }
     static const uint8_t boundary[] = {0x00, 0x01, 0x7f, 0x80, 0xff, 0xfe, '"', '\\', '{', '[', '%', 0xc0, 0xf4};
     size_t runs = 0;
     for (size_t s = 0; s < n_seeds; s++) {
-        run(seeds[s].p, seeds[s].n);
+        run(seeds[s].p, seeds[s].n, s, -1);
         runs++;
         for (long m = 0; m < mutations; m++) {
             blob b = seeds[s];
@@ -110,7 +135,7 @@ int main(int argc, char **argv) {
                 }
                 }
             }
-            run(v, n);
+            run(v, n, s, m);
             free(v);
             runs++;
         }

@@ -241,7 +241,7 @@ Test(sampler, constraint_keeps_the_masked_distribution) {
         p.seed = 7;
         zl_sampler *s = zl_sampler_new(&p, 8);
         even_con ec = {0};
-        zl_sampler_constraint c = {&ec, even_mask, with_check ? even_check : NULL, even_accept, 0};
+        zl_sampler_constraint c = {&ec, even_mask, with_check ? even_check : NULL, even_accept, 0, NULL};
         zl_sampler_set_constraint(s, &c);
         int n = 40000, cnt[8] = {0};
         for (int k = 0; k < n; k++) {
@@ -270,7 +270,7 @@ Test(sampler, constraint_with_nothing_allowed_returns_the_fallback) {
     zl_sampler_params p = plain(1.0f);
     zl_sampler *s = zl_sampler_new(&p, 8);
     even_con ec = {0};
-    zl_sampler_constraint c = {&ec, none_mask, none_check, even_accept, 5};
+    zl_sampler_constraint c = {&ec, none_mask, none_check, even_accept, 5, NULL};
     zl_sampler_set_constraint(s, &c);
     float l[8] = {0};
     cr_assert_eq(zl_sampler_sample(s, l), 5);

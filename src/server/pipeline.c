@@ -134,10 +134,12 @@ void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap) {
 
 /* ---------------- tokens and limits ---------------- */
 
+int zl_prompt_fits(int n_ctx, size_t n, int room) { return (long long)n + room <= n_ctx; }
+
 int zl_pipeline_prompt_limit(zl_srv *srv, int bounded, size_t n, const char *param, zl_verr *e) {
     int n_ctx = zl_sched_n_ctx(srv->sched);
     if (n == 0) return zl_verr_set(e, param, "%s: the prompt is empty (0 tokens)", param);
-    if (!bounded && (long long)n + 1 > n_ctx)
+    if (!bounded && !zl_prompt_fits(n_ctx, n, 1))
         return zl_verr_set(e, param, "%s: prompt is too long: %zu tokens, but the context holds %d (at most %d prompt tokens)",
                            param, n, n_ctx, n_ctx - 1);
     return 0;

@@ -33,6 +33,7 @@
 #include "../state/snapshot.h"
 #include "lease.h"
 #include "pipeline.h"
+#include "routes.h"
 #include "sess_token.h"
 
 struct zl_sess_req {
@@ -99,12 +100,7 @@ void zl_tenant_derive(const char *api_key, const char *user, char out[ZL_TENANT_
 
 void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]) {
     if (r->srv->o.n_api_keys) {
-        const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-api-key");
-        const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-        if (!key && auth && !strncasecmp(auth, "Bearer ", 7)) {
-            key = auth + 7;
-            while (*key == ' ') key++;
-        }
+        const char *key = zl_req_api_key(zl_req_header, r->conn);
         zl_tenant_derive(key ? key : "", NULL, out);
         return;
     }

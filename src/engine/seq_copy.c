@@ -18,7 +18,7 @@ int zl_seq_copy_prefix(zl_seq *dst, const zl_seq *src, int n, zl_err *err) {
     if (dst->llm->model != src->llm->model) return zl_errf(err, ZL_EINVAL, "sequences belong to different models");
     const zl_kv *sk = src->kv;
     zl_kv *dk = dst->kv;
-    if (sk->policy.kind != ZL_KVP_FULL || dk->policy.kind != ZL_KVP_FULL || sk->n_used != src->n_tokens)
+    if (sk->policy.kind != ZL_KV_POLICY_FULL || dk->policy.kind != ZL_KV_POLICY_FULL || sk->n_used != src->n_tokens)
         return zl_errf(err, ZL_EUNSUP, "only sequences under the full KV policy can be copied");
     if (sk->type != dk->type || sk->row_bytes != dk->row_bytes || sk->n_layers != dk->n_layers)
         return zl_errf(err, ZL_EINVAL, "KV caches differ in type or shape");

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../base/clock.h"
 #include "../base/err.h"
 #include "../runtime/store.h"
 #include "../state/snapshot.h"
@@ -338,9 +339,7 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     char tenant[ZL_TENANT_CAP], id[80], created[24];
     zl_tenant_of(r, body_user(b), tenant);
     zl_rand_id(id, sizeof id, "zs_");
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    long long ms = zl_wall_ms();
     snprintf(created, sizeof created, "%lld", ms);
     zl_session_info in;
     zl_seq *restored = NULL; /* POST {"state"}: the session starts from a snapshot (api_state.c) */

@@ -209,11 +209,7 @@ static void *sweep_main(void *arg) {
     zl_models *ms = arg;
     pthread_mutex_lock(&ms->mu);
     while (!ms->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250 * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        struct timespec ts = zl_deadline_ms(250);
         pthread_cond_timedwait(&ms->sweep_cv, &ms->mu, &ts);
         double now = zl_now_ms();
         for (int i = 1; i < ms->n && !ms->stop; i++) {

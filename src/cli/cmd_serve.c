@@ -8,6 +8,9 @@
 #include "../server/server.h"
 #include "cli.h"
 #include "zerolayer.h"
+#ifdef ZL_TEST_HOOKS
+#include "../engine/sched_test.h"
+#endif
 
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -344,7 +347,7 @@ int cmd_serve(int argc, char **argv) {
     long ms;
     if (step_ms) {
         if (cli_int("ZL_TEST_STEP_MS", step_ms, 0, 10000, &ms)) { free(keys); return 1; }
-        o.sched.debug_step_ms = (int)ms;
+        zl_sched_test_step_ms((int)ms);
     }
 #endif
     zl_err err = {0};

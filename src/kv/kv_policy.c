@@ -9,12 +9,10 @@
  *           the mean over layers (the KV bytes of a uniform cache of
  *           `budget` tokens), shared out in a linear ramp that gives the
  *           last layer RAMP_TOP/RAMP_BOTTOM times the entries of the first,
- *           each layer within [layer_floor, layer max].  Measured on
- *           stories260K by restricting one layer's window at a time: the
- *           first layers lose nothing, or even gain, from a short context,
- *           while the last ones need a long one.  bench/kv_slicing.sh, on
- *           three story sets: -0.6..-0.8% perplexity against `window` at a
- *           25% budget, -0.1..-0.3% at 50%, at the same KV bytes.  Nothing
+ *           each layer within [layer_floor, layer max]: the first layers
+ *           need a shorter context than the last ones (the per-layer probe
+ *           and the perplexity against `window` at the same KV bytes:
+ *           BENCHMARKS.md, "KV slicing").  Nothing
  *           is evicted while the sequence fits the budget itself, so a budget
  *           covering the sequence equals `full`.  A layer never holds more
  *           than the model's training context (kv->layer_max, from
@@ -25,9 +23,9 @@
  *           Heavy hitters (mean softmax weight received per query since the
  *           token arrived, accumulated by the forward pass) are kept in the
  *           part of a layer's budget beyond policy.window when window > 0;
- *           by default the window covers the whole budget, because no scoring
- *           variant measured (sum / mean / decayed / max / per layer / per
- *           head / value-weighted / pooled) beat plain recency on this model.
+ *           by default the window covers the whole budget: plain recency,
+ *           which no attention-scored ranking beat (BENCHMARKS.md, "KV
+ *           slicing").
  *
  * Eviction compacts the kept entries to the front of their layer and
  * re-rotates their keys, so positions stay cache-relative (StreamingLLM): a

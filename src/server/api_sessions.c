@@ -372,25 +372,27 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
 
 static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, const char *id, const char *tenant);
 
-/* `prompt`: raw text (tokenized as /v1/completions does) or token ids. */
+/* `prompt`: raw text or token ids, tokenized and checked by the pipeline's
+ * completion path (zl_pipeline_prompt_tokens, full KV: no anchors). */
 static enum MHD_Result sess_prefill_prompt(zl_req *r, json_t *p, const char *id, const char *tenant) {
     int32_t *ids = NULL;
+    uint8_t *mask = NULL;
     size_t n = 0;
     zl_verr e = {{0}, {0}};
-    int rc;
+    zl_request_prompt pr = {.param = "prompt"};
+    int rc = 0;
     if (json_is_string(p)) {
-        zl_err err = {0};
-        if (zl_llm_tokenize(r->srv->llm, json_string_value(p), json_string_length(p), 1, 0, &ids, &n, &err))
-            return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt: %s", err.msg);
-        rc = 0;
+        pr.text = json_string_value(p);
+        pr.len = json_string_length(p);
     } else if (json_is_array(p)) {
-        rc = zl_jv_token_ids(p, "prompt", zl_llm_n_vocab(r->srv->llm), &ids, &n, &e);
+        pr.ids = p;
     } else {
         rc = zl_verr_set(&e, "prompt", "prompt: expected a string or an array of token ids");
     }
-    if (!rc) rc = zl_pipeline_prompt_limit(r->srv, 0, n, "prompt", &e);
+    if (!rc) rc = zl_pipeline_prompt_tokens(r->srv, NULL, &pr, &ids, &mask, &n, &e);
     enum MHD_Result ret = rc ? zl_reply_verr(r, rc, &e) : prefill_run(r, ids, n, id, tenant);
     free(ids);
+    free(mask);
     return ret;
 }
 

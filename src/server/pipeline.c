@@ -215,6 +215,19 @@ int zl_pipeline_chat_tokens(zl_srv *srv, const zl_req_ctl *ctl, const zl_chat_ms
     return rc;
 }
 
+int zl_pipeline_prompt_tokens(zl_srv *srv, const zl_req_ctl *ctl, const zl_request_prompt *pr, int32_t **ids,
+                              uint8_t **mask, size_t *n, zl_verr *e) {
+    int bounded = ctl && ctl->bounded, rc;
+    *mask = NULL;
+    if (pr->text)
+        rc = tokenize_text(srv, ctl, pr->text, pr->len, 0, pr->param, ids, mask, n, e);
+    else if (bounded && ctl->anchors)
+        rc = zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors: needs a text prompt (%s is token ids)", pr->param);
+    else
+        rc = zl_jv_token_ids(pr->ids, pr->param, zl_llm_n_vocab(srv->llm), ids, n, e);
+    return rc ? rc : zl_pipeline_prompt_limit(srv, bounded, *n, pr->param, e);
+}
+
 /* q's messages as the template reads them (strings borrowed from q). */
 static zl_chat_msg *request_chat(const zl_request *q) {
     zl_chat_msg *m = calloc((size_t)q->n_msgs + 1, sizeof *m);
@@ -299,19 +312,10 @@ int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q,
         if ((rc = zl_pipeline_prompt_limit(srv, bounded, n, "messages", e))) return rc;
     } else {
         for (int i = 0; i < q->n_prompts; i++) {
-            const zl_request_prompt *pr = &q->prompts[i];
-            if (pr->text) {
-                rc = tokenize_text(srv, ctl, pr->text, pr->len, 0, pr->param, &p->ids[i], &p->mask[i], &n, e);
-            } else if (bounded && ctl->anchors) {
-                rc = zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors: needs a text prompt (%s is token ids)",
-                                 pr->param);
-            } else {
-                rc = zl_jv_token_ids(pr->ids, pr->param, zl_llm_n_vocab(srv->llm), &p->ids[i], &n, e);
-            }
+            rc = zl_pipeline_prompt_tokens(srv, ctl, &q->prompts[i], &p->ids[i], &p->mask[i], &n, e);
             p->n_sets = i + 1;
             if (rc) return rc;
             p->n_ids[i] = (int)n;
-            if ((rc = zl_pipeline_prompt_limit(srv, bounded, n, pr->param, e))) return rc;
         }
     }
     if (q->kind == ZL_REQ_COMPLETION && (rc = zl_tools_plan_make(&srv->tpl, q, NULL, &p->plan, e))) return rc;

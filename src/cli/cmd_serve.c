@@ -354,6 +354,9 @@ int cmd_serve(int argc, char **argv) {
     zl_llm *llm = NULL;
     zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1, .kv_layer_max = layer_max};
     o.llm_opts = lo;
+    /* before the model's threads start: only the server's sigwait takes
+     * SIGINT/SIGTERM (one during the load stops the server once it is up) */
+    zl_server_block_signals();
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }
     /* readiness: the server listens only once the model is loaded (and, with --preheat, paged in) */
     if (preheat) zl_llm_preheat(llm, cli_progress, "preheat");

@@ -106,21 +106,11 @@ int zl_models_setup(zl_srv *home, zl_err *err) {
 
 /* ---- one model's server state ---- */
 
-static void on_step(void *ud, int n_seqs, int n_tokens, double ms) {
-    (void)ud;
-    (void)n_tokens;
-    (void)ms;
-    zl_metrics_batch(n_seqs);
-}
-
 static void srv_free(zl_srv *c) {
     if (!c) return;
-    if (c->sched) zl_sched_free(c->sched);
-    zl_sessions_free(c->sessions); /* joins the sweeper, which uses the state */
-    zl_state_free(c);
-    zl_chat_fmt_free(&c->tpl);
-    zl_llm_close(c->llm);
-    free(c);
+    zl_llm *llm = c->llm; /* this model's own, opened by srv_load */
+    zl_srv_teardown(c);
+    zl_llm_close(llm);
 }
 
 static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl_err *err) {
@@ -150,7 +140,7 @@ static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl
         so.draft = NULL; /* the draft model matches the first model's vocabulary */
         so.ring_cost = NULL;
         so.n_ring_cost = 0;
-        so.on_step = on_step;
+        so.on_step = zl_srv_on_step;
         so.on_step_ud = c;
         rc = zl_sched_new(&c->sched, c->llm, &so, err);
     }

@@ -4,8 +4,9 @@
  * requests being answered and tears everything down in the order the
  * threads need.  It owns no request handling and no transport.
  *
- * Signals: SIGINT and SIGTERM are blocked before any thread starts, so
- * every thread inherits the mask and only the sigwait here sees them; the
+ * Signals: SIGINT and SIGTERM are blocked before any thread starts
+ * (zl_server_block_signals, which `serve` calls before it opens the model),
+ * so every thread inherits the mask and only the sigwait here sees them; the
  * first starts the drain (new requests get 503), a second one ends it. */
 #include <signal.h>
 #include <stdio.h>
@@ -33,22 +34,32 @@ static void drain(zl_srv *srv, const sigset_t *sigs) {
     }
 }
 
-static void on_step(void *ud, int n_seqs, int n_tokens, double ms) {
+void zl_srv_on_step(void *ud, int n_seqs, int n_tokens, double ms) {
     (void)ud;
     (void)n_tokens;
     (void)ms;
     zl_metrics_batch(n_seqs);
 }
 
-/* What setup built once the scheduler runs, in the order the threads need:
- * the scheduler first (its jobs use the sessions), then the sessions (their
- * sweeper uses the state), the state, the template. */
-static void teardown(zl_srv *srv) {
+void zl_srv_teardown(zl_srv *srv) {
     zl_sched_free(srv->sched);
     zl_sessions_free(srv->sessions); /* joins the sweeper, which uses the state */
     zl_state_free(srv);
     zl_chat_fmt_free(&srv->tpl);
     free(srv);
+}
+
+static sigset_t stop_signals(void) {
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    return sigs;
+}
+
+void zl_server_block_signals(void) {
+    sigset_t sigs = stop_signals();
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 }
 
 int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
@@ -66,17 +77,15 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     if (trc) { free(srv); return trc; }
     if ((trc = zl_models_setup(srv, err))) { zl_chat_fmt_free(&srv->tpl); free(srv); return trc; }
     /* every thread started from here on inherits the blocked signals; only
-     * the sigwait below sees SIGINT/SIGTERM */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+     * the sigwait below sees SIGINT/SIGTERM (the CLI blocks them before it
+     * opens the model, whose threads start earlier) */
+    sigset_t sigs = stop_signals();
+    zl_server_block_signals();
     signal(SIGPIPE, SIG_IGN);
     int rc = zl_sessions_setup(srv, err);
     if (rc) { zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
     zl_sched_opts so = o->sched;
-    so.on_step = on_step;
+    so.on_step = zl_srv_on_step;
     so.on_step_ud = srv;
     rc = zl_sched_new(&srv->sched, llm, &so, err);
     if (!rc && (rc = zl_state_store_load_all(srv, err))) zl_sched_free(srv->sched);
@@ -84,7 +93,7 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
 
     int port = 0;
     if ((rc = zl_http_start(srv, &port, err))) {
-        teardown(srv);
+        zl_srv_teardown(srv);
         return rc;
     }
     fprintf(stderr, "zerolayer: %s\n", zl_llm_desc(llm));
@@ -103,6 +112,6 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
     zl_batches_free(srv->batches); /* ... so none can be reading the batches it frees */
     zl_state_store_save_all(srv);  /* every session sealed once no request can touch it */
     zl_models_free(srv);
-    teardown(srv);
+    zl_srv_teardown(srv);
     return 0;
 }

@@ -50,6 +50,23 @@ static void greedy(zl_seq *s, const int32_t *prompt, int np, int n, int32_t *out
     }
 }
 
+Test(kv, one_name_table) {
+    const char *names[] = {"full", "window", "anchor"};
+    cr_assert_eq(ZL_KV_POLICY_COUNT, 3);
+    for (int k = 0; k < ZL_KV_POLICY_COUNT; k++) {
+        zl_kv_policy_kind got = ZL_KV_POLICY_COUNT;
+        cr_expect_str_eq(zl_kv_policy_name((zl_kv_policy_kind)k), names[k]);
+        cr_expect_eq(zl_kv_policy_from_name(names[k], &got), 0);
+        cr_expect_eq(got, k);
+    }
+    zl_kv_policy_kind kept = ZL_KV_POLICY_WINDOW;
+    cr_expect_eq(zl_kv_policy_from_name("lru", &kept), -1);
+    cr_expect_eq(zl_kv_policy_from_name(NULL, &kept), -1);
+    cr_expect_eq(kept, ZL_KV_POLICY_WINDOW, "an unknown name leaves the kind as it was");
+    cr_expect_str_eq(zl_kv_policy_name(ZL_KV_POLICY_COUNT), "full");
+    cr_expect_str_eq(zl_kv_policy_names(), "full, window or anchor");
+}
+
 Test(kv, full_and_large_budgets_are_identical) {
     zl_llm *llm = open_model();
     int32_t bos = 1, a[300], b[300];

@@ -33,8 +33,13 @@ FUZZ_CAMPAIGN_SECONDS ?= 3600
 FUZZ_TARGETS = gguf tokenizer detok anthropic openai session_token http zlc snapshot grammar
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
+# The one list of Debian packages (make deps; .ci/run calls make deps): the build, the SDK clients'
+# runtimes (nodejs, npm below; python3-venv, python3-pip for tests/compat/pyenv.sh), the browser test
+# (chromium), make fuzz (clang), make test-aarch64 (the cross toolchain, qemu-user), the terminal test
+# (tmux) and the scale-out tests (nginx, redis-server).
 DEB_PKGS    = build-essential cmake pkg-config libcriterion-dev libmicrohttpd-dev libjansson-dev libssl-dev nodejs curl \
-              python3-jsonschema gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user chromium \
+              python3 python3-jsonschema python3-venv python3-pip clang tmux \
+              gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user chromium \
               libhiredis-dev nginx redis-server
 ZL          = $(BUILD)/bin/zerolayer
 

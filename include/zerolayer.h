@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "zerolayer_kv_policy.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -151,17 +153,11 @@ int zl_seq_n_ctx(const zl_seq *s);
 int zl_seq_room(const zl_seq *s);
 
 /* ---- KV slicing ---- */
-typedef enum { ZL_KV_POLICY_FULL = 0, ZL_KV_POLICY_WINDOW = 1, ZL_KV_POLICY_ANCHOR = 2 } zl_kv_policy_kind;
 /* full: keep everything; window: 4 attention sinks + the most recent tokens;
  * anchor: sinks + marked anchors + heavy hitters (attention received) + a
  * recent window.  budget: most tokens kept (0 = n_ctx; larger is clamped). */
 int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *err);
-/* The policies' names ("full", "window", "anchor"); the one table is the KV
- * layer's.  from_name: 0, or -1 (kind untouched) for an unknown name. */
-const char *zl_kv_policy_name(zl_kv_policy_kind kind);
-int zl_kv_policy_from_name(const char *name, zl_kv_policy_kind *kind);
-/* "full, window or anchor", for messages that list the choices. */
-const char *zl_kv_policy_names(void);
+/* The policies' names: zerolayer_kv_policy.h (the one table is the KV layer's). */
 typedef struct zl_kv_stats {
     int cached, budget, anchors;
     uint64_t evicted;

@@ -93,7 +93,6 @@ typedef struct zl_sched_opts {
     int max_queue;    /* waiting jobs at most; submit fails beyond */
     int n_ctx;        /* context of each sequence */
     int step_tokens;  /* tokens per batched forward at most (decode + prefill) */
-    int debug_step_ms;/* sleep this long after each step (tests only) */
     zl_job_ctl ctl;   /* controls of jobs that do not set their own (server defaults) */
     zl_llm *draft;    /* draft model for ring jobs (NULL: n-gram lookup); vocabulary equal to llm's,
                        * outlives the scheduler */
@@ -111,8 +110,8 @@ typedef struct zl_sched_stats {
     /* verification ring and KV slicing, summed over every job so far */
     unsigned long long ring_drafted, ring_accepted, kv_evicted;
     long long kv_anchor_tokens; /* anchored tokens held by running sequences now */
-    /* engine-thread time so far (seconds): working (admission, forwards, sampling, bookkeeping; the
-     * debug_step_ms sleep included), inside forward passes, choosing tokens (sampling, ring verification) */
+    /* engine-thread time so far (seconds): working (admission, forwards, sampling, bookkeeping; a
+     * test hook's sleep, engine/sched_test.h, included), inside forward passes, choosing tokens (sampling, ring verification) */
     double busy_s, forward_s, sample_s;
 } zl_sched_stats;
 

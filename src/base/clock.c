@@ -19,6 +19,12 @@ double zl_wall_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+long long zl_wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 struct timespec zl_deadline_ms(long timeout_ms) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

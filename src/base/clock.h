@@ -12,8 +12,9 @@
 /* Monotonic time in seconds / milliseconds (arbitrary origin, same clock). */
 double zl_now_s(void);
 double zl_now_ms(void);
-/* Wall-clock seconds since the Unix epoch. */
+/* Wall-clock seconds / whole milliseconds since the Unix epoch. */
 double zl_wall_s(void);
+long long zl_wall_ms(void);
 /* The CLOCK_REALTIME instant timeout_ms from now (for pthread_cond_timedwait). */
 struct timespec zl_deadline_ms(long timeout_ms);
 

@@ -8,6 +8,9 @@
 #include "../server/server.h"
 #include "cli.h"
 #include "zerolayer.h"
+#ifdef ZL_TEST_HOOKS
+#include "../engine/sched_test.h"
+#endif
 
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -347,13 +350,16 @@ int cmd_serve(int argc, char **argv) {
     long ms;
     if (step_ms) {
         if (cli_int("ZL_TEST_STEP_MS", step_ms, 0, 10000, &ms)) { free(keys); return 1; }
-        o.sched.debug_step_ms = (int)ms;
+        zl_sched_test_step_ms((int)ms);
     }
 #endif
     zl_err err = {0};
     zl_llm *llm = NULL;
     zl_llm_opts lo = {.n_threads = threads, .prefetch_layers = prefetch ? prefetch : -1, .kv_layer_max = layer_max};
     o.llm_opts = lo;
+    /* before the model's threads start: only the server's sigwait takes
+     * SIGINT/SIGTERM (one during the load stops the server once it is up) */
+    zl_server_block_signals();
     if (zl_llm_open(&llm, o.model_path, &lo, &err)) { free(keys); return cli_fail("%s", err.msg); }
     /* readiness: the server listens only once the model is loaded (and, with --preheat, paged in) */
     if (preheat) zl_llm_preheat(llm, cli_progress, "preheat");

@@ -84,7 +84,7 @@ int zl_batch_eval(zl_llm *llm, const zl_batch_item *items, zl_verify *const *ver
         int all = all_rows(ver, i);
         kvs[i] = items[i].seq->kv;
         for (int j = 0; j < items[i].n; j++, t++)
-            toks[t] = (zl_batch_tok){items[i].ids[j], kvs[i]->n_used + j, i, all || j == items[i].n - 1};
+            toks[t] = (zl_batch_tok){items[i].ids[j], zl_kv_n_used(kvs[i]) + j, i, all || j == items[i].n - 1};
     }
     /* a lone ring sequence may resume after its self-draft's layers; in a
      * mixed batch every token runs every layer (the same result) */

@@ -222,7 +222,7 @@ zl_kv_type zl_seq_kv_type(const zl_seq *s) {
     return zl_kv_elem_type(s->kv) == ZL_TYPE_F32 ? ZL_KV_F32 : zl_kv_elem_type(s->kv) == ZL_TYPE_Q8_0 ? ZL_KV_Q8_0 : ZL_KV_F16;
 }
 
-zl_kv_policy_kind zl_seq_kv_policy(const zl_seq *s) { return (zl_kv_policy_kind)zl_kv_kind(s->kv); }
+zl_kv_policy_kind zl_seq_kv_policy(const zl_seq *s) { return zl_kv_kind(s->kv); }
 
 /* The KV layer owns the piece arithmetic; the engine only clamps the row count. */
 static int kv_rows(const zl_seq *s, int rows) { return rows < 0 ? 0 : rows > zl_kv_n_ctx(s->kv) ? zl_kv_n_ctx(s->kv) : rows; }
@@ -238,22 +238,6 @@ size_t zl_seq_kv_piece(zl_seq *s, int rows, size_t piece_bytes, int p, void **at
     return zl_kv_piece(s->kv, kv_rows(s, rows), piece_bytes, p, at);
 }
 
-/* The public enum is the KV layer's, value for value. */
-_Static_assert(ZL_KV_POLICY_FULL == (int)ZL_KVP_FULL && ZL_KV_POLICY_WINDOW == (int)ZL_KVP_WINDOW &&
-                   ZL_KV_POLICY_ANCHOR == (int)ZL_KVP_ANCHOR && ZL_KVP_COUNT == 3,
-               "zl_kv_policy_kind and zl_kvp_kind must agree");
-
-const char *zl_kv_policy_name(zl_kv_policy_kind kind) { return zl_kvp_name((zl_kvp_kind)kind); }
-
-int zl_kv_policy_from_name(const char *name, zl_kv_policy_kind *kind) {
-    zl_kvp_kind k;
-    if (zl_kvp_from_name(name, &k)) return -1;
-    *kind = (zl_kv_policy_kind)k;
-    return 0;
-}
-
-const char *zl_kv_policy_names(void) { return zl_kvp_names(); }
-
 int zl_seq_set_kv_policy(zl_seq *s, zl_kv_policy_kind kind, int budget, zl_err *err) {
     return zl_seq_set_kv_slicing(s, kind, budget, 0, err);
 }
@@ -262,13 +246,13 @@ int zl_seq_set_kv_slicing(zl_seq *s, zl_kv_policy_kind kind, int budget, int win
     if (window < 0) return zl_errf(err, ZL_EINVAL, "KV window must be >= 0 tokens, not %d", window);
     if (window && kind != ZL_KV_POLICY_ANCHOR)
         return zl_errf(err, ZL_EINVAL, "a KV window before heavy hitters needs the anchor policy, not %s",
-                       zl_kvp_name((zl_kvp_kind)kind));
-    zl_kv_policy p = {(zl_kvp_kind)kind, budget, 0, window};
+                       zl_kv_policy_name(kind));
+    zl_kv_policy p = {kind, budget, 0, window};
     /* eviction re-rotates kept keys with one RoPE; sliding-window layers
      * rotate with their own base (and bound their span already) */
-    if (p.kind != ZL_KVP_FULL && !zl_model_uniform_rope(s->llm->model))
+    if (p.kind != ZL_KV_POLICY_FULL && !zl_model_uniform_rope(s->llm->model))
         return zl_errf(err, ZL_EUNSUP, "KV slicing (--kv-policy %s) needs one RoPE for every layer; %s has sliding-window "
-                       "layers with their own", zl_kvp_name(p.kind), s->llm->model->hp.arch);
+                       "layers with their own", zl_kv_policy_name(p.kind), s->llm->model->hp.arch);
     zl_rope rope = zl_model_rope(s->llm->model);
     return zl_kv_set_policy(s->kv, &p, &rope, s->llm->model->hp.head_dim, zl_pool_size(s->llm->pool), err);
 }

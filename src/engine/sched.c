@@ -33,6 +33,7 @@
 #include "../base/err.h"
 #include "engine_internal.h"
 #include "sched_internal.h"
+#include "sched_test.h"
 
 zl_job *zl_job_new(const int32_t *prompt, int n_prompt, const zl_sampling *sampling, int max_tokens,
                    int n_top_logprobs) {
@@ -402,7 +403,7 @@ static void *sched_main(void *arg) {
         for (int i = 0; i < n_dead; i++) job_retire(st->dead[i]);
         for (int i = 0; i < n_adm; i++) job_start(s, st->admitted[i]);
         int n_stepped = zl_sched_step(s);
-        if (n_stepped && s->o.debug_step_ms > 0) usleep((useconds_t)s->o.debug_step_ms * 1000);
+        if (n_stepped && s->test_step_ms > 0) usleep((useconds_t)s->test_step_ms * 1000);
         /* one step of the oldest caller's task, between two batched steps */
         int task_rc = task ? task->step(task->ud) : 0;
         pthread_mutex_lock(&s->mu);
@@ -437,6 +438,9 @@ static void *sched_main(void *arg) {
     return NULL;
 }
 
+static atomic_int g_test_step_ms; /* sched_test.h */
+
+void zl_sched_test_step_ms(int ms) { atomic_store(&g_test_step_ms, ms > 0 ? ms : 0); }
 
 int zl_sched_new(zl_sched **out, zl_llm *llm, const zl_sched_opts *opts, zl_err *err) {
     *out = NULL;
@@ -444,6 +448,7 @@ int zl_sched_new(zl_sched **out, zl_llm *llm, const zl_sched_opts *opts, zl_err 
     if (!s) return zl_errf(err, ZL_ENOMEM, "out of memory");
     s->llm = llm;
     s->o = *opts;
+    s->test_step_ms = atomic_load(&g_test_step_ms);
     if (s->o.n_parallel < 1) s->o.n_parallel = 1;
     if (s->o.max_queue < 0) s->o.max_queue = 0;
     if (s->o.n_ctx <= 0) s->o.n_ctx = zl_llm_n_ctx_train(llm);

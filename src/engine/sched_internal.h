@@ -104,6 +104,7 @@ typedef struct sched_step_buf {
 struct zl_sched {
     zl_llm *llm;
     zl_sched_opts o;
+    int test_step_ms; /* sleep after each step that ran (sched_test.h; 0 outside tests) */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t work_cv, out_cv;

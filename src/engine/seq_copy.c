@@ -18,19 +18,20 @@ int zl_seq_copy_prefix(zl_seq *dst, const zl_seq *src, int n, zl_err *err) {
     if (dst->llm->model != src->llm->model) return zl_errf(err, ZL_EINVAL, "sequences belong to different models");
     const zl_kv *sk = src->kv;
     zl_kv *dk = dst->kv;
-    if (sk->policy.kind != ZL_KVP_FULL || dk->policy.kind != ZL_KVP_FULL || sk->n_used != src->n_tokens)
+    if (zl_kv_bounded(sk) || zl_kv_bounded(dk) || zl_kv_n_used(sk) != src->n_tokens)
         return zl_errf(err, ZL_EUNSUP, "only sequences under the full KV policy can be copied");
-    if (sk->type != dk->type || sk->row_bytes != dk->row_bytes || sk->n_layers != dk->n_layers)
+    if (zl_kv_elem_type(sk) != zl_kv_elem_type(dk) || zl_kv_row_bytes(sk) != zl_kv_row_bytes(dk) ||
+        zl_kv_n_layers(sk) != zl_kv_n_layers(dk))
         return zl_errf(err, ZL_EINVAL, "KV caches differ in type or shape");
     if (n < 0 || n > src->n_tokens) return zl_errf(err, ZL_ERANGE, "prefix of %d tokens: the source holds %d", n,
                                                     src->n_tokens);
-    if (n > dk->n_ctx) return zl_errf(err, ZL_ERANGE, "prefix of %d tokens does not fit a %d-token context", n,
-                                      dk->n_ctx);
+    if (n > zl_kv_n_ctx(dk)) return zl_errf(err, ZL_ERANGE, "prefix of %d tokens does not fit a %d-token context", n,
+                                            zl_kv_n_ctx(dk));
     zl_seq_truncate(dst, 0);
     if (!n) return 0;
-    for (int l = 0; l < sk->n_layers; l++) {
-        memcpy(zl_kv_k(dk, l, 0), zl_kv_k(sk, l, 0), (size_t)n * sk->row_bytes);
-        memcpy(zl_kv_v(dk, l, 0), zl_kv_v(sk, l, 0), (size_t)n * sk->row_bytes);
+    for (int l = 0; l < zl_kv_n_layers(sk); l++) {
+        memcpy(zl_kv_k(dk, l, 0), zl_kv_k(sk, l, 0), (size_t)n * zl_kv_row_bytes(sk));
+        memcpy(zl_kv_v(dk, l, 0), zl_kv_v(sk, l, 0), (size_t)n * zl_kv_row_bytes(sk));
     }
     zl_kv_cover(dk, n - 1, 0); /* the copied rows are positions 0..n-1 */
     if (zl_seq_track(dst, src->tokens, n)) {

@@ -124,8 +124,9 @@ int zl_seq_adopt(zl_seq *s, const int32_t *ids, int n, zl_err *err) {
 
 int zl_seq_kv_shorten(zl_seq *s, int n, zl_err *err) {
     zl_kv *kv = s->kv;
-    if (kv->policy.kind != ZL_KVP_FULL) return zl_errf(err, ZL_EUNSUP, "a cache can be shortened only under the full KV policy");
-    if (n < 0 || n > kv->n_used) return zl_errf(err, ZL_ERANGE, "cannot keep %d rows of %d cached", n, kv->n_used);
+    if (zl_kv_bounded(kv)) return zl_errf(err, ZL_EUNSUP, "a cache can be shortened only under the full KV policy");
+    if (n < 0 || n > zl_kv_n_used(kv))
+        return zl_errf(err, ZL_ERANGE, "cannot keep %d rows of %d cached", n, zl_kv_n_used(kv));
     zl_kv_truncate(kv, n); /* tokens stay: only the rows go (zeroed, K3) */
     s->has_logits = 0;
     s->pending = -1;

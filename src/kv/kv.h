@@ -22,11 +22,12 @@
 #include "../base/err.h"
 #include "../tensor/rope.h"
 #include "../tensor/types.h"
+#include "zerolayer_kv_policy.h"
 
-/* KV slicing policies (kv_policy.c). */
-typedef enum { ZL_KVP_FULL = 0, ZL_KVP_WINDOW = 1, ZL_KVP_ANCHOR = 2, ZL_KVP_COUNT } zl_kvp_kind;
+/* KV slicing policies (kv_policy.c); the enum and the names' functions are
+ * zerolayer_kv_policy.h's, the table behind them is kv_policy.c's. */
 typedef struct zl_kv_policy {
-    zl_kvp_kind kind;
+    zl_kv_policy_kind kind;
     int budget; /* entries kept per layer, on average over the layers; 0 = the whole context */
     int n_sink; /* attention sinks kept at the start (default 4) */
     int window; /* anchor: recent "drift" entries kept per layer before heavy hitters; 0 (default): the
@@ -110,9 +111,9 @@ static inline int zl_kv_n_layers(const zl_kv *kv) { return kv->n_layers; }
 static inline int zl_kv_dim(const zl_kv *kv) { return kv->kv_dim; }
 static inline zl_type zl_kv_elem_type(const zl_kv *kv) { return kv->type; }
 static inline size_t zl_kv_row_bytes(const zl_kv *kv) { return kv->row_bytes; }
-static inline zl_kvp_kind zl_kv_kind(const zl_kv *kv) { return kv->policy.kind; }
+static inline zl_kv_policy_kind zl_kv_kind(const zl_kv *kv) { return kv->policy.kind; }
 /* A bounded policy (window, anchor): evicts instead of filling up. */
-static inline int zl_kv_bounded(const zl_kv *kv) { return kv->policy.kind != ZL_KVP_FULL; }
+static inline int zl_kv_bounded(const zl_kv *kv) { return kv->policy.kind != ZL_KV_POLICY_FULL; }
 /* Per-layer slices are in place (layer l holds position p in slot p - layer_off[l]). */
 static inline int zl_kv_sliced(const zl_kv *kv) { return kv->layer_off != NULL; }
 static inline uint64_t zl_kv_evicted(const zl_kv *kv) { return kv->evicted; }
@@ -167,11 +168,5 @@ void zl_kv_note_written(zl_kv *kv, int pos, int n);
 /* Mark positions [pos, pos+n) as anchors (kept under the anchor policy). */
 void zl_kv_mark_anchor(zl_kv *kv, int pos, int n);
 int zl_kv_n_anchor(const zl_kv *kv);
-/* The policies' names, one table (kv_policy.c): zerolayer.h's
- * zl_kv_policy_name / zl_kv_policy_from_name are these. */
-const char *zl_kvp_name(zl_kvp_kind k);
-int zl_kvp_from_name(const char *name, zl_kvp_kind *out);
-/* "full, window or anchor", for messages that list the choices. */
-const char *zl_kvp_names(void);
 
 #endif

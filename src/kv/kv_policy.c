@@ -9,12 +9,10 @@
  *           the mean over layers (the KV bytes of a uniform cache of
  *           `budget` tokens), shared out in a linear ramp that gives the
  *           last layer RAMP_TOP/RAMP_BOTTOM times the entries of the first,
- *           each layer within [layer_floor, layer max].  Measured on
- *           stories260K by restricting one layer's window at a time: the
- *           first layers lose nothing, or even gain, from a short context,
- *           while the last ones need a long one.  bench/kv_slicing.sh, on
- *           three story sets: -0.6..-0.8% perplexity against `window` at a
- *           25% budget, -0.1..-0.3% at 50%, at the same KV bytes.  Nothing
+ *           each layer within [layer_floor, layer max]: the first layers
+ *           need a shorter context than the last ones (the per-layer probe
+ *           and the perplexity against `window` at the same KV bytes:
+ *           BENCHMARKS.md, "KV slicing").  Nothing
  *           is evicted while the sequence fits the budget itself, so a budget
  *           covering the sequence equals `full`.  A layer never holds more
  *           than the model's training context (kv->layer_max, from
@@ -25,9 +23,9 @@
  *           Heavy hitters (mean softmax weight received per query since the
  *           token arrived, accumulated by the forward pass) are kept in the
  *           part of a layer's budget beyond policy.window when window > 0;
- *           by default the window covers the whole budget, because no scoring
- *           variant measured (sum / mean / decayed / max / per layer / per
- *           head / value-weighted / pooled) beat plain recency on this model.
+ *           by default the window covers the whole budget: plain recency,
+ *           which no attention-scored ranking beat (BENCHMARKS.md, "KV
+ *           slicing").
  *
  * Eviction compacts the kept entries to the front of their layer and
  * re-rotates their keys, so positions stay cache-relative (StreamingLLM): a
@@ -38,6 +36,8 @@
  * uniform cache of that budget shows the model.  An eviction frees at least
  * budget/16 slots (amortising compaction over decode steps) and at least
  * what the new tokens need.  Freed memory is zeroed. */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,22 +49,41 @@
 #define RAMP_BOTTOM 1 /* anchor: per-layer budgets grow linearly from the first layer to the last */
 #define RAMP_TOP 5
 
-static const char *const k_kvp_names[ZL_KVP_COUNT] = {
-    [ZL_KVP_FULL] = "full", [ZL_KVP_WINDOW] = "window", [ZL_KVP_ANCHOR] = "anchor"};
+/* The one table of the policies' names: parse, print and the list of
+ * choices in messages all read it. */
+static const char *const k_kvp_names[ZL_KV_POLICY_COUNT] = {
+    [ZL_KV_POLICY_FULL] = "full", [ZL_KV_POLICY_WINDOW] = "window", [ZL_KV_POLICY_ANCHOR] = "anchor"};
 
-const char *zl_kvp_name(zl_kvp_kind k) { return k >= 0 && k < ZL_KVP_COUNT ? k_kvp_names[k] : "full"; }
-
-int zl_kvp_from_name(const char *name, zl_kvp_kind *out) {
-    if (!name) return ZL_EINVAL;
-    for (int k = 0; k < ZL_KVP_COUNT; k++)
-        if (!strcmp(name, k_kvp_names[k])) { *out = (zl_kvp_kind)k; return 0; }
-    return ZL_EINVAL;
+const char *zl_kv_policy_name(zl_kv_policy_kind k) {
+    return k >= 0 && k < ZL_KV_POLICY_COUNT ? k_kvp_names[k] : k_kvp_names[ZL_KV_POLICY_FULL];
 }
 
-const char *zl_kvp_names(void) { return "full, window or anchor"; }
+int zl_kv_policy_from_name(const char *name, zl_kv_policy_kind *out) {
+    if (!name) return -1;
+    for (int k = 0; k < ZL_KV_POLICY_COUNT; k++)
+        if (!strcmp(name, k_kvp_names[k])) { *out = (zl_kv_policy_kind)k; return 0; }
+    return -1;
+}
+
+static char k_kvp_list[64];
+static pthread_once_t k_kvp_list_once = PTHREAD_ONCE_INIT;
+
+static void kvp_list_build(void) { /* "a, b or c" */
+    size_t at = 0;
+    for (int k = 0; k < ZL_KV_POLICY_COUNT; k++) {
+        const char *sep = k == 0 ? "" : k == ZL_KV_POLICY_COUNT - 1 ? " or " : ", ";
+        at += (size_t)snprintf(k_kvp_list + at, sizeof k_kvp_list - at, "%s%s", sep, k_kvp_names[k]);
+        if (at >= sizeof k_kvp_list) break;
+    }
+}
+
+const char *zl_kv_policy_names(void) {
+    pthread_once(&k_kvp_list_once, kvp_list_build);
+    return k_kvp_list;
+}
 
 int zl_kv_budget(const zl_kv *kv) {
-    return kv->policy.kind == ZL_KVP_FULL || kv->policy.budget <= 0 ? kv->n_ctx : kv->policy.budget;
+    return kv->policy.kind == ZL_KV_POLICY_FULL || kv->policy.budget <= 0 ? kv->n_ctx : kv->policy.budget;
 }
 
 /* The fewest entries a layer may keep: sinks, the minimal window, and room
@@ -154,27 +173,27 @@ static int set_slices(zl_kv *kv, int want, int nth, int scored, zl_err *err) {
 
 int zl_kv_set_policy(zl_kv *kv, const zl_kv_policy *p, const zl_rope *rope, int head_dim, int nth, zl_err *err) {
     zl_kv_policy q = *p;
-    if (q.kind != ZL_KVP_FULL && q.kind != ZL_KVP_WINDOW && q.kind != ZL_KVP_ANCHOR)
+    if (q.kind != ZL_KV_POLICY_FULL && q.kind != ZL_KV_POLICY_WINDOW && q.kind != ZL_KV_POLICY_ANCHOR)
         return zl_errf(err, ZL_EINVAL, "unknown KV policy %d", (int)q.kind);
     if (q.budget < 0) return zl_errf(err, ZL_EINVAL, "KV budget must be positive, got %d", q.budget);
     if (q.budget == 0 || q.budget > kv->n_ctx) q.budget = kv->n_ctx;
     if (q.n_sink <= 0) q.n_sink = DEFAULT_SINKS;
-    if (q.kind != ZL_KVP_FULL && q.budget < q.n_sink + 2 * MIN_WINDOW)
+    if (q.kind != ZL_KV_POLICY_FULL && q.budget < q.n_sink + 2 * MIN_WINDOW)
         return zl_errf(err, ZL_EINVAL, "KV budget %d is too small for the %s policy (minimum %d tokens)", q.budget,
-                       zl_kvp_name(q.kind), q.n_sink + 2 * MIN_WINDOW);
+                       zl_kv_policy_name(q.kind), q.n_sink + 2 * MIN_WINDOW);
     if (q.window < 0) q.window = 0;
     if (q.window && q.window < MIN_WINDOW) q.window = MIN_WINDOW;
     if (kv->type == ZL_TYPE_Q8_0 && head_dim % ZL_QK)
         return zl_errf(err, ZL_EUNSUP, "a q8_0 KV cache needs a head dimension that is a multiple of %d", ZL_QK);
     if (head_dim <= 0 || kv->kv_dim % head_dim || (rope && rope->dim > head_dim))
         return zl_errf(err, ZL_EINVAL, "invalid head dimension %d for the KV cache", head_dim);
-    if (q.kind != ZL_KVP_FULL) {
-        int want = q.kind == ZL_KVP_ANCHOR && kv->layered && kv->n_layers > 1 ? kv->n_layers : 1;
-        int rc = set_slices(kv, want, nth, q.kind == ZL_KVP_ANCHOR && q.window > 0, err);
+    if (q.kind != ZL_KV_POLICY_FULL) {
+        int want = q.kind == ZL_KV_POLICY_ANCHOR && kv->layered && kv->n_layers > 1 ? kv->n_layers : 1;
+        int rc = set_slices(kv, want, nth, q.kind == ZL_KV_POLICY_ANCHOR && q.window > 0, err);
         if (rc) return rc;
     }
     if (kv->slices > 1) {
-        if (q.kind == ZL_KVP_ANCHOR) plan_layers(kv, &q, kv->layer_budget);
+        if (q.kind == ZL_KV_POLICY_ANCHOR) plan_layers(kv, &q, kv->layer_budget);
         else
             for (int l = 0; l < kv->n_layers; l++) kv->layer_budget[l] = q.budget;
     }
@@ -248,11 +267,11 @@ static int choose(const zl_kv *kv, int s, int n, int target, uint8_t *keep, cand
     int count = 0;
     memset(keep, 0, (size_t)n);
     for (int i = 0; i < n && i < p->n_sink; i++) keep[i] = 1, count++;
-    if (p->kind == ZL_KVP_ANCHOR && anchor)
+    if (p->kind == ZL_KV_POLICY_ANCHOR && anchor)
         for (int i = 0; i < n; i++)
             if (anchor[i] && !keep[i]) keep[i] = 1, count++;
     if (count + MIN_WINDOW > target) return -1;
-    int scored = p->kind == ZL_KVP_ANCHOR && p->window > 0 && kv->score_part;
+    int scored = p->kind == ZL_KV_POLICY_ANCHOR && p->window > 0 && kv->score_part;
     int recent = !scored || p->window > target - count ? target - count : p->window;
     for (int i = n - 1; i >= 0 && recent > 0; i--)
         if (!keep[i]) keep[i] = 1, count++, recent--;
@@ -312,7 +331,7 @@ static void clear_slots(zl_kv *kv, int s, int from, int to) {
 
 int zl_kv_make_room(zl_kv *kv, int n_new, zl_err *err) {
     const zl_kv_policy *p = &kv->policy;
-    if (p->kind == ZL_KVP_FULL) return 0;
+    if (p->kind == ZL_KV_POLICY_FULL) return 0;
     int S = kv->slices, need = 0, n_max = 0;
     int used[S], budget[S], kept[S];
     for (int s = 0; s < S; s++) {

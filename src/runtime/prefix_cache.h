@@ -2,10 +2,11 @@
  * requests of one tenant.
  *
  * An entry is a finished sequence handed over whole (no copy) or a compact
- * copy of one (zl_seq_copy_prefix): its tokens and KV rows.  Keys are hash chains over blocks of `block`
- * tokens seeded with the tenant, so equal text of two tenants never shares a
- * key; a lookup also compares the tenant string and the tokens themselves,
- * so a hash collision cannot leak state either.  Reuse is block-granular:
+ * copy of one (zl_seq_copy_prefix): its tokens and KV rows.  Keys are hash
+ * chains over blocks of `block` tokens seeded with the tenant, so equal text
+ * of two tenants never shares a key; a lookup also compares the tenant
+ * string and the tokens themselves, so a hash collision cannot leak state
+ * either.  Reuse is block-granular:
  * the longest common prefix is rounded down to whole blocks (and kept below
  * the prompt length, so at least one token is evaluated for fresh logits).
  * Memory is bounded: least-recently-used entries go first; evicted entries

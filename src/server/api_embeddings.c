@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "pipeline.h"
 
 #define MAX_INPUTS 2048
 
@@ -76,7 +77,7 @@ static int input_ids(zl_req *r, json_t *x, const char *f, int32_t **ids, int *n)
         zl_reply_error(r, ZL_E_INVALID, "input", "%s: no tokens", f);
         return -1;
     }
-    if (k > (size_t)n_ctx) {
+    if (!zl_prompt_fits(n_ctx, k, 0)) {
         zl_reply_error(r, ZL_E_INVALID, "input", "%s: %zu tokens exceed the context of %d", f, k, n_ctx);
         return -1;
     }

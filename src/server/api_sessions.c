@@ -28,11 +28,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../base/clock.h"
 #include "../base/err.h"
 #include "../runtime/store.h"
 #include "../state/snapshot.h"
 #include "lease.h"
 #include "pipeline.h"
+#include "routes.h"
 #include "sess_token.h"
 
 struct zl_sess_req {
@@ -99,12 +101,7 @@ void zl_tenant_derive(const char *api_key, const char *user, char out[ZL_TENANT_
 
 void zl_tenant_of(zl_req *r, const char *user, char out[ZL_TENANT_CAP]) {
     if (r->srv->o.n_api_keys) {
-        const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-api-key");
-        const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-        if (!key && auth && !strncasecmp(auth, "Bearer ", 7)) {
-            key = auth + 7;
-            while (*key == ' ') key++;
-        }
+        const char *key = zl_req_api_key(zl_req_header, r->conn);
         zl_tenant_derive(key ? key : "", NULL, out);
         return;
     }
@@ -344,9 +341,7 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     char tenant[ZL_TENANT_CAP], id[80], created[24];
     zl_tenant_of(r, body_user(b), tenant);
     zl_rand_id(id, sizeof id, "zs_");
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    long long ms = zl_wall_ms();
     snprintf(created, sizeof created, "%lld", ms);
     zl_session_info in;
     zl_seq *restored = NULL; /* POST {"state"}: the session starts from a snapshot (api_state.c) */
@@ -379,25 +374,27 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
 
 static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, const char *id, const char *tenant);
 
-/* `prompt`: raw text (tokenized as /v1/completions does) or token ids. */
+/* `prompt`: raw text or token ids, tokenized and checked by the pipeline's
+ * completion path (zl_pipeline_prompt_tokens, full KV: no anchors). */
 static enum MHD_Result sess_prefill_prompt(zl_req *r, json_t *p, const char *id, const char *tenant) {
     int32_t *ids = NULL;
+    uint8_t *mask = NULL;
     size_t n = 0;
     zl_verr e = {{0}, {0}};
-    int rc;
+    zl_request_prompt pr = {.param = "prompt"};
+    int rc = 0;
     if (json_is_string(p)) {
-        zl_err err = {0};
-        if (zl_llm_tokenize(r->srv->llm, json_string_value(p), json_string_length(p), 1, 0, &ids, &n, &err))
-            return zl_reply_error(r, ZL_E_INVALID, "prompt", "prompt: %s", err.msg);
-        rc = 0;
+        pr.text = json_string_value(p);
+        pr.len = json_string_length(p);
     } else if (json_is_array(p)) {
-        rc = zl_jv_token_ids(p, "prompt", zl_llm_n_vocab(r->srv->llm), &ids, &n, &e);
+        pr.ids = p;
     } else {
         rc = zl_verr_set(&e, "prompt", "prompt: expected a string or an array of token ids");
     }
-    if (!rc) rc = zl_pipeline_prompt_limit(r->srv, 0, n, "prompt", &e);
+    if (!rc) rc = zl_pipeline_prompt_tokens(r->srv, NULL, &pr, &ids, &mask, &n, &e);
     enum MHD_Result ret = rc ? zl_reply_verr(r, rc, &e) : prefill_run(r, ids, n, id, tenant);
     free(ids);
+    free(mask);
     return ret;
 }
 

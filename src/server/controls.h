@@ -24,12 +24,14 @@ typedef struct zl_req_ctl {
 /* A request header by name, or NULL. */
 typedef const char *(*zl_hdr_fn)(void *ud, const char *name);
 
-/* Headers X-Zerolayer-Validation (on|off), X-Zerolayer-Ring (1..16),
- * X-Zerolayer-KV-Policy (a KV policy name), X-Zerolayer-KV-Budget (tokens,
- * or a fraction like 0.25), X-Zerolayer-Compute (exact|balanced|aggressive),
+/* Headers X-Zerolayer-Validation (on|off: the lookup-drafted verification
+ * ring, the name README's controls table documents), X-Zerolayer-Ring
+ * (1..16), X-Zerolayer-KV-Policy (a KV policy name), X-Zerolayer-KV-Budget
+ * (tokens, or a fraction like 0.25), X-Zerolayer-KV-Window (tokens, anchor
+ * only), X-Zerolayer-Compute (exact|balanced|aggressive),
  * X-Zerolayer-Stream-Buffer (tokens >= 0), and the body object "zerolayer"
- * with the same keys (validation, ring, kv_policy, kv_budget, compute) plus
- * anchors (strings of the prompt that are never evicted).  defaults: the
+ * with the same keys (validation, ring, kv_policy, kv_budget, kv_window,
+ * compute) plus anchors (strings of the prompt that are never evicted).  defaults: the
  * server's; n_ctx: the context a budget fraction is of.  Returns 0, or -1
  * with e naming the header or field. */
 int zl_ctl_parse(const zl_job_ctl *defaults, int n_ctx, zl_hdr_fn hdr, void *hdr_ud, json_t *body, zl_req_ctl *out,

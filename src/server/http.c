@@ -2,8 +2,10 @@
  * (an announced oversized body answered before it is read, conflicting
  * Content-Length refused), the connection policy (per-address limits, idle
  * timeouts), replies (JSON, errors in the caller's API shape, SSE, CORS
- * headers, the one Retry-After rule), metrics per request, and the server's
- * lifecycle.  Routing is routes.c's: this file never looks at a path.
+ * headers, the one Retry-After rule) and metrics per request.  Routing is
+ * routes.c's: this file never looks at a path; the server's lifecycle
+ * (setup, signals, drain, shutdown) is server.c's, which starts and stops
+ * the listener through zl_http_start / zl_http_quiesce / zl_http_stop.
  *
  * Threading: MHD runs one thread per connection, so handlers may block while
  * the engine works; they poll the socket meanwhile so a client that goes
@@ -22,7 +24,6 @@
 #include <netinet/in.h>
 #include <openssl/rand.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -368,21 +369,6 @@ static enum MHD_Result reply_draining(zl_req *r, const char *url, const char *me
     return zl_reply_error(r, ZL_E_UNAVAILABLE, NULL, "the server is shutting down");
 }
 
-/* After the first SIGINT/SIGTERM: wait until no request is being answered,
- * the drain timeout passes or a second signal comes. */
-static void drain(zl_srv *srv, const sigset_t *sigs) {
-    int limit = srv->o.drain_timeout_s ? srv->o.drain_timeout_s : 30;
-    if (limit < 0) return;
-    atomic_store(&srv->draining, 1);
-    fprintf(stderr, "zerolayer: draining: %d requests being answered (up to %d s; a second signal stops now)\n",
-            atomic_load(&srv->in_flight), limit);
-    double end = zl_now_ms() + limit * 1e3;
-    while (atomic_load(&srv->in_flight) > 0 && zl_now_ms() < end) {
-        struct timespec tick = {0, 50 * 1000000};
-        if (sigtimedwait(sigs, NULL, &tick) > 0) return;
-    }
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     zl_srv *srv = cls;
@@ -460,64 +446,23 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
-static void on_step(void *ud, int n_seqs, int n_tokens, double ms) {
-    (void)ud;
-    (void)n_tokens;
-    (void)ms;
-    zl_metrics_batch(n_seqs);
-}
-
-int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
-    zl_srv *srv = calloc(1, sizeof *srv);
-    if (!srv) return zl_errf(err, ZL_ENOMEM, "out of memory");
-    srv->llm = llm;
-    srv->o = *o;
-    srv->started = (long long)time(NULL);
-    if (!srv->o.host) srv->o.host = "127.0.0.1";
-    if (!srv->o.max_body) srv->o.max_body = 8u << 20;
-    const char *base = strrchr(o->model_path, '/');
-    base = base ? base + 1 : o->model_path;
-    snprintf(srv->model_id, sizeof srv->model_id, "%s", o->model_id ? o->model_id : base);
-    int trc = zl_chat_fmt_setup(&srv->tpl, llm, o->chat_template, o->chat_template_file, err);
-    if (trc) { free(srv); return trc; }
-    if ((trc = zl_models_setup(srv, err))) { zl_chat_fmt_free(&srv->tpl); free(srv); return trc; }
-    /* every thread started from here on inherits the blocked signals; only
-     * the sigwait below sees SIGINT/SIGTERM */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    int rc = zl_sessions_setup(srv, err);
-    if (rc) { zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
-    zl_sched_opts so = o->sched;
-    so.on_step = on_step;
-    so.on_step_ud = srv;
-    rc = zl_sched_new(&srv->sched, llm, &so, err);
-    if (!rc && (rc = zl_state_store_load_all(srv, err))) zl_sched_free(srv->sched);
-    if (rc) { zl_sessions_free(srv->sessions); zl_state_free(srv); zl_chat_fmt_free(&srv->tpl); free(srv); return rc; }
-
+int zl_http_start(zl_srv *srv, int *port, zl_err *err) {
+    const zl_server_opts *o = &srv->o;
     struct sockaddr_in6 a6 = {0};
     struct sockaddr_in a4 = {0};
     struct sockaddr *sa;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                      MHD_USE_ERROR_LOG;
-    if (inet_pton(AF_INET, srv->o.host, &a4.sin_addr) == 1) {
+    if (inet_pton(AF_INET, o->host, &a4.sin_addr) == 1) {
         a4.sin_family = AF_INET;
         a4.sin_port = htons((uint16_t)o->port);
         sa = (struct sockaddr *)&a4;
-    } else if (inet_pton(AF_INET6, srv->o.host, &a6.sin6_addr) == 1) {
+    } else if (inet_pton(AF_INET6, o->host, &a6.sin6_addr) == 1) {
         a6.sin6_family = AF_INET6;
         a6.sin6_port = htons((uint16_t)o->port);
         sa = (struct sockaddr *)&a6;
         flags |= MHD_USE_IPv6;
     } else {
-        zl_sched_free(srv->sched);
-        zl_sessions_free(srv->sessions); /* joins the sweeper, which uses the state */
-        zl_state_free(srv);
-        zl_chat_fmt_free(&srv->tpl);
-        free(srv);
         return zl_errf(err, ZL_EINVAL, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
     }
     /* One address may hold conns_per_ip connections of the max_conns in all,
@@ -534,36 +479,15 @@ int zl_server_run(zl_llm *llm, const zl_server_opts *o, zl_err *err) {
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT, idle,
                               MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
                               MHD_OPTION_UNESCAPE_CALLBACK, url_unescape, NULL, MHD_OPTION_END);
-    if (!srv->d) {
-        zl_sched_free(srv->sched);
-        zl_sessions_free(srv->sessions); /* joins the sweeper, which uses the state */
-        zl_state_free(srv);
-        zl_chat_fmt_free(&srv->tpl);
-        free(srv);
-        return zl_errf(err, ZL_EIO, "cannot listen on %s:%d: %s", o->host, o->port, strerror(errno));
-    }
+    if (!srv->d) return zl_errf(err, ZL_EIO, "cannot listen on %s:%d: %s", o->host, o->port, strerror(errno));
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
-    int port = di ? di->port : o->port;
-    fprintf(stderr, "zerolayer: %s\n", zl_llm_desc(llm));
-    fprintf(stderr, "zerolayer: chat template %s; %d slots x %d context; %d threads\n", srv->tpl.name,
-            so.n_parallel, zl_sched_n_ctx(srv->sched), zl_llm_n_threads(llm));
-    fprintf(stderr, "zerolayer: listening on http://%s:%d\n", srv->o.host, port);
-    fflush(stderr);
-
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    drain(srv, &sigs);
-    fprintf(stderr, "zerolayer: shutting down\n");
-    MHD_quiesce_daemon(srv->d);
-    zl_sched_stop(srv->sched); /* cancels running jobs, so their streams end */
-    MHD_stop_daemon(srv->d);       /* no request thread runs after this ... */
-    zl_batches_free(srv->batches); /* ... so none can be reading the batches it frees */
-    zl_state_store_save_all(srv);  /* every session sealed once no request can touch it */
-    zl_models_free(srv);
-    zl_sched_free(srv->sched);
-    zl_sessions_free(srv->sessions); /* joins the sweeper, which uses the state */
-    zl_state_free(srv);
-    zl_chat_fmt_free(&srv->tpl);
-    free(srv);
+    *port = di ? di->port : o->port;
     return 0;
+}
+
+void zl_http_quiesce(zl_srv *srv) { MHD_quiesce_daemon(srv->d); }
+
+void zl_http_stop(zl_srv *srv) {
+    MHD_stop_daemon(srv->d);
+    srv->d = NULL;
 }

@@ -106,6 +106,21 @@ const char *zl_req_header(void *conn, const char *name);
  * would cut the path: "/health%00.json" must not be "/health"). */
 size_t zl_url_unescape(char *s);
 
+/* Every model's server state (server.c; models.c for the models past the
+ * first): the scheduler's per-step callback (the batch-size metric), and
+ * freeing what setup built once its scheduler runs, in the order the
+ * threads need: the scheduler (its jobs use the sessions), the sessions
+ * (their sweeper uses the state), the state, the template, srv itself. */
+void zl_srv_on_step(void *ud, int n_seqs, int n_tokens, double ms);
+void zl_srv_teardown(zl_srv *srv);
+
+/* The listener (server.c's lifecycle drives it): bind srv->o.host:port and
+ * start answering (*port: the port bound, for port 0 the one picked); stop
+ * accepting new connections; stop, once no request thread runs. */
+int zl_http_start(zl_srv *srv, int *port, zl_err *err);
+void zl_http_quiesce(zl_srv *srv);
+void zl_http_stop(zl_srv *srv);
+
 /* Is the client still connected?  (A closed or reset socket says no.) */
 int zl_conn_alive(int fd);
 

@@ -183,24 +183,14 @@ int zl_models_setup(zl_srv *home, zl_err *err) {
 
 /* ---- one model's server state ---- */
 
-static void on_step(void *ud, int n_seqs, int n_tokens, double ms) {
-    (void)ud;
-    (void)n_tokens;
-    (void)ms;
-    zl_metrics_batch(n_seqs);
-}
-
 /* save: a loaded model's sessions go to the state store first (its next
  * load restores them); not after a failed load, whose store was never read. */
 static void srv_free(zl_srv *c, int save) {
     if (!c) return;
     if (save) zl_state_store_save_all(c);
-    if (c->sched) zl_sched_free(c->sched);
-    zl_sessions_free(c->sessions); /* joins the sweeper, which uses the state */
-    zl_state_free(c);
-    zl_chat_fmt_free(&c->tpl);
-    zl_llm_close(c->llm);
-    free(c);
+    zl_llm *llm = c->llm; /* this model's own, opened by srv_load */
+    zl_srv_teardown(c);
+    zl_llm_close(llm);
 }
 
 static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl_err *err) {
@@ -226,7 +216,7 @@ static int srv_load(const zl_srv *home, const zl_model_slot *m, zl_srv **out, zl
         so.draft = NULL; /* the draft model matches the first model's vocabulary */
         so.ring_cost = NULL;
         so.n_ring_cost = 0;
-        so.on_step = on_step;
+        so.on_step = zl_srv_on_step;
         so.on_step_ud = c;
         rc = zl_sched_new(&c->sched, c->llm, &so, err);
     }
@@ -286,11 +276,7 @@ static void *sweep_main(void *arg) {
     zl_models *ms = arg;
     pthread_mutex_lock(&ms->mu);
     while (!ms->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250 * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        struct timespec ts = zl_deadline_ms(250);
         pthread_cond_timedwait(&ms->sweep_cv, &ms->mu, &ts);
         double now = zl_now_ms();
         for (int i = 1; i < ms->n && !ms->stop; i++) {

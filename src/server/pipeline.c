@@ -135,10 +135,12 @@ void zl_server_timing(const zl_gen_timing *t, char *buf, size_t cap) {
 
 /* ---------------- tokens and limits ---------------- */
 
+int zl_prompt_fits(int n_ctx, size_t n, int room) { return (long long)n + room <= n_ctx; }
+
 int zl_pipeline_prompt_limit(zl_srv *srv, int bounded, size_t n, const char *param, zl_verr *e) {
     int n_ctx = zl_sched_n_ctx(srv->sched);
     if (n == 0) return zl_verr_set(e, param, "%s: the prompt is empty (0 tokens)", param);
-    if (!bounded && (long long)n + 1 > n_ctx)
+    if (!bounded && !zl_prompt_fits(n_ctx, n, 1))
         return zl_verr_set(e, param, "%s: prompt is too long: %zu tokens, but the context holds %d (at most %d prompt tokens)",
                            param, n, n_ctx, n_ctx - 1);
     return 0;
@@ -212,6 +214,19 @@ int zl_pipeline_chat_tokens(zl_srv *srv, const zl_req_ctl *ctl, const zl_chat_ms
     if (mask) *mask = m;
     else free(m);
     return rc;
+}
+
+int zl_pipeline_prompt_tokens(zl_srv *srv, const zl_req_ctl *ctl, const zl_request_prompt *pr, int32_t **ids,
+                              uint8_t **mask, size_t *n, zl_verr *e) {
+    int bounded = ctl && ctl->bounded, rc;
+    *mask = NULL;
+    if (pr->text)
+        rc = tokenize_text(srv, ctl, pr->text, pr->len, 0, pr->param, ids, mask, n, e);
+    else if (bounded && ctl->anchors)
+        rc = zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors: needs a text prompt (%s is token ids)", pr->param);
+    else
+        rc = zl_jv_token_ids(pr->ids, pr->param, zl_llm_n_vocab(srv->llm), ids, n, e);
+    return rc ? rc : zl_pipeline_prompt_limit(srv, bounded, *n, pr->param, e);
 }
 
 /* q's messages as the template reads them (strings borrowed from q). */
@@ -298,19 +313,10 @@ int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q,
         if ((rc = zl_pipeline_prompt_limit(srv, bounded, n, "messages", e))) return rc;
     } else {
         for (int i = 0; i < q->n_prompts; i++) {
-            const zl_request_prompt *pr = &q->prompts[i];
-            if (pr->text) {
-                rc = tokenize_text(srv, ctl, pr->text, pr->len, 0, pr->param, &p->ids[i], &p->mask[i], &n, e);
-            } else if (bounded && ctl->anchors) {
-                rc = zl_verr_set(e, "zerolayer.anchors", "zerolayer.anchors: needs a text prompt (%s is token ids)",
-                                 pr->param);
-            } else {
-                rc = zl_jv_token_ids(pr->ids, pr->param, zl_llm_n_vocab(srv->llm), &p->ids[i], &n, e);
-            }
+            rc = zl_pipeline_prompt_tokens(srv, ctl, &q->prompts[i], &p->ids[i], &p->mask[i], &n, e);
             p->n_sets = i + 1;
             if (rc) return rc;
             p->n_ids[i] = (int)n;
-            if ((rc = zl_pipeline_prompt_limit(srv, bounded, n, pr->param, e))) return rc;
         }
     }
     if (q->kind == ZL_REQ_COMPLETION && (rc = zl_tools_plan_make(&srv->tpl, q, NULL, &p->plan, e))) return rc;

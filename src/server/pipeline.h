@@ -53,6 +53,17 @@ void zl_result_finish(zl_result *res);
  * policy, *mask then set; NULL: plain).  Returns 0, -1 (400) or -2 (OOM). */
 int zl_pipeline_chat_tokens(zl_srv *srv, const zl_req_ctl *ctl, const zl_chat_msg *msgs, int n, int32_t **ids,
                             uint8_t **mask, size_t *n_ids, zl_verr *e);
+/* One prompt of a completion (text or token ids, as the adapter found it)
+ * into tokens, anchored under ctl's bounded policy with anchors (*mask then
+ * set, else NULL), then the prompt limits.  The completions path and a
+ * session's typing-ahead `prompt` both come through here.  Returns 0, -1
+ * (400: e names pr->param) or -2 (OOM). */
+int zl_pipeline_prompt_tokens(zl_srv *srv, const zl_req_ctl *ctl, const zl_request_prompt *pr, int32_t **ids,
+                              uint8_t **mask, size_t *n, zl_verr *e);
+/* The one context rule: n prompt tokens fit when n + room <= n_ctx, room
+ * being the positions the request needs after its prompt (1 for a
+ * generation, which needs one to sample into; 0 for an embedding). */
+int zl_prompt_fits(int n_ctx, size_t n, int room);
 /* The prompt limits: not empty, and (unless bounded) room for one token more. */
 int zl_pipeline_prompt_limit(zl_srv *srv, int bounded, size_t n, const char *param, zl_verr *e);
 /* Reply to a -1 / -2 of the functions above. */

@@ -85,12 +85,20 @@ static void allow_str(unsigned methods, char *buf, size_t cap) {
              methods & ZL_M_DELETE ? (methods & (ZL_M_GET | ZL_M_POST) ? ", DELETE" : "DELETE") : "");
 }
 
-int zl_auth_ok(const zl_server_opts *o, const char *key, const char *auth) {
-    if (o->n_api_keys == 0) return 1;
+const char *zl_api_key_of(const char *key, const char *auth) {
     if (!key && auth && !strncasecmp(auth, "Bearer ", 7)) {
         key = auth + 7;
         while (*key == ' ') key++;
     }
+    return key;
+}
+
+const char *zl_req_api_key(zl_hdr_fn hdr, void *hdr_ud) {
+    return zl_api_key_of(hdr(hdr_ud, "x-api-key"), hdr(hdr_ud, "Authorization"));
+}
+
+static int key_known(const zl_server_opts *o, const char *key) {
+    if (o->n_api_keys == 0) return 1;
     if (!key) return 0;
     size_t kl = strlen(key);
     int ok = 0;
@@ -99,6 +107,10 @@ int zl_auth_ok(const zl_server_opts *o, const char *key, const char *auth) {
         ok |= l == kl && CRYPTO_memcmp(key, o->api_keys[i], l) == 0;
     }
     return ok;
+}
+
+int zl_auth_ok(const zl_server_opts *o, const char *x_api_key, const char *auth) {
+    return key_known(o, zl_api_key_of(x_api_key, auth));
 }
 
 int zl_ctype_is(const char *ct, const char *want) {
@@ -167,7 +179,7 @@ void zl_route_decide(const zl_server_opts *o, const zl_route_req *q, zl_route_ve
         v->preflight = 1;
         return;
     }
-    if (!rt->is_public && !zl_auth_ok(o, q->hdr(q->hdr_ud, "x-api-key"), q->hdr(q->hdr_ud, "Authorization"))) {
+    if (!rt->is_public && !key_known(o, zl_req_api_key(q->hdr, q->hdr_ud))) {
         verdict_fail(v, ZL_E_AUTH, "invalid or missing API key (Authorization: Bearer or x-api-key)");
         return;
     }

@@ -67,7 +67,13 @@ const zl_route *zl_routes(int *n);
  * 405 (the path has no such method; allow says which it has), 415 (a body
  * that is not application/json on a route that reads one). */
 void zl_route_decide(const zl_server_opts *o, const zl_route_req *q, zl_route_verdict *v);
-/* The API key of a request (x-api-key, else Authorization: Bearer) is one of
+/* The API key a request presents: x-api-key, else the token of
+ * Authorization: Bearer; NULL when it presents none.  The one place that
+ * reads a key (auth and the tenant both go through it). */
+const char *zl_api_key_of(const char *x_api_key, const char *authorization);
+/* The same over a request's headers. */
+const char *zl_req_api_key(zl_hdr_fn hdr, void *hdr_ud);
+/* The API key of a request (zl_api_key_of) is one of
  * o->api_keys (constant time); 1 when no keys are configured. */
 int zl_auth_ok(const zl_server_opts *o, const char *x_api_key, const char *authorization);
 /* application/json, with or without parameters (charset=utf-8). */

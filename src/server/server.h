@@ -67,6 +67,12 @@ typedef struct zl_server_opts {
     int drain_timeout_s;    /* after SIGTERM, requests being answered may finish this long (30; < 0: none) */
 } zl_server_opts;
 
+/* Block SIGINT and SIGTERM in the calling thread, so every thread started
+ * after it inherits the mask and only zl_server_run's sigwait sees them (a
+ * thread that left them unblocked, such as a model's pool opened before,
+ * would take one and end the process).  Call it before starting any thread:
+ * before opening the model.  zl_server_run calls it too. */
+void zl_server_block_signals(void);
 /* Serve until SIGINT/SIGTERM, then drain: new requests get 503 while those
  * being answered finish, up to drain_timeout_s or a second signal.  Returns
  * 0 or an error code with *err. */

@@ -143,9 +143,9 @@ typedef struct {
 /* Weights are read ZL_PREFETCH_BYTES ahead of the row being computed.  The
  * hardware prefetchers stop at 4 KiB page boundaries, and mapped GGUF files
  * come in 4 KiB pages: without this every page of weights starts with a
- * full miss (measured on the 1.1B Q4_0 file: decode 23 -> 28 tok/s, a
- * 4-token step 60 -> 48 ms).  Batches of more than ZL_PREFETCH_MAX_TOK tokens
- * are compute-bound in the first pass over a tile: no gain there. */
+ * full miss (the A/B figures: BENCHMARKS.md, "Weight prefetch").  Batches of
+ * more than ZL_PREFETCH_MAX_TOK tokens are compute-bound in the first pass
+ * over a tile: no gain there. */
 #define ZL_PREFETCH_BYTES 3072
 #define ZL_PREFETCH_MAX_TOK 16
 

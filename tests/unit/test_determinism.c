@@ -1,5 +1,5 @@
 /* test_determinism.c — "same model, prompt and options -> same tokens,
- * whether the request ran alone or batched" (ARCHITECTURE.md).  Six greedy
+ * whether the request ran alone or batched" (docs/DESIGN.md, Bit identity).  Six greedy
  * sequences decode token by token alone and, in parallel copies, together in
  * one zl_llm_eval_batch per step; the logits must be bit-identical at every
  * step, for every weight type and ISA level.  This pins the kernels: the

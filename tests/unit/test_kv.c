@@ -50,6 +50,23 @@ static void greedy(zl_seq *s, const int32_t *prompt, int np, int n, int32_t *out
     }
 }
 
+Test(kv, one_name_table) {
+    const char *names[] = {"full", "window", "anchor"};
+    cr_assert_eq(ZL_KV_POLICY_COUNT, 3);
+    for (int k = 0; k < ZL_KV_POLICY_COUNT; k++) {
+        zl_kv_policy_kind got = ZL_KV_POLICY_COUNT;
+        cr_expect_str_eq(zl_kv_policy_name((zl_kv_policy_kind)k), names[k]);
+        cr_expect_eq(zl_kv_policy_from_name(names[k], &got), 0);
+        cr_expect_eq(got, k);
+    }
+    zl_kv_policy_kind kept = ZL_KV_POLICY_WINDOW;
+    cr_expect_eq(zl_kv_policy_from_name("lru", &kept), -1);
+    cr_expect_eq(zl_kv_policy_from_name(NULL, &kept), -1);
+    cr_expect_eq(kept, ZL_KV_POLICY_WINDOW, "an unknown name leaves the kind as it was");
+    cr_expect_str_eq(zl_kv_policy_name(ZL_KV_POLICY_COUNT), "full");
+    cr_expect_str_eq(zl_kv_policy_names(), "full, window or anchor");
+}
+
 Test(kv, full_and_large_budgets_are_identical) {
     zl_llm *llm = open_model();
     int32_t bos = 1, a[300], b[300];
@@ -134,7 +151,7 @@ Test(kv, rerotation_is_exact) {
         zl_kv *kv;
         cr_assert_eq(zl_kv_new(&kv, 2, CTX, HD * HEADS, ZL_TYPE_F32, &err), 0);
         zl_rope rope = {HD, 10000.0f, 1.0f, neox};
-        zl_kv_policy p = {ZL_KVP_WINDOW, 100, 4, 0};
+        zl_kv_policy p = {ZL_KV_POLICY_WINDOW, 100, 4, 0};
         cr_assert_eq(zl_kv_set_policy(kv, &p, &rope, HD, 1, &err), 0, "%s", err.msg);
         float u[CTX][HD * HEADS], cs[HD / 2], sn[HD / 2];
         for (int i = 0; i < CTX; i++) {
@@ -286,7 +303,7 @@ static zl_kv *layered_kv(int n_layers, int n_ctx, int budget, int layer_max, zl_
     kv->layered = 1;
     kv->layer_max = layer_max;
     *rope = (zl_rope){LHD, 10000.0f, 1.0f, 0};
-    zl_kv_policy p = {ZL_KVP_ANCHOR, budget, 0, 0};
+    zl_kv_policy p = {ZL_KV_POLICY_ANCHOR, budget, 0, 0};
     cr_assert_eq(zl_kv_set_policy(kv, &p, rope, LHD, 1, &err), 0, "%s", err.msg);
     return kv;
 }
@@ -319,7 +336,7 @@ Test(kv, layer_budgets_ramp_up_with_depth) {
     /* without engine support (layered = 0) the anchor policy keeps one slice */
     zl_err err = {0};
     cr_assert_eq(zl_kv_new(&kv, 5, 512, LDIM, ZL_TYPE_F32, &err), 0);
-    zl_kv_policy p = {ZL_KVP_ANCHOR, 128, 0, 0};
+    zl_kv_policy p = {ZL_KV_POLICY_ANCHOR, 128, 0, 0};
     cr_assert_eq(zl_kv_set_policy(kv, &p, &rope, LHD, 1, &err), 0, "%s", err.msg);
     cr_assert_eq(kv->slices, 1);
     cr_assert_null(kv->layer_off);
@@ -425,7 +442,7 @@ Test(kv, heavy_hitters_are_kept_beyond_the_window) {
         cr_assert_eq(zl_kv_new(&kv, 3, 512, LDIM, ZL_TYPE_F32, &err), 0);
         kv->layered = layered;
         zl_rope rope = {LHD, 10000.0f, 1.0f, 0};
-        zl_kv_policy p = {ZL_KVP_ANCHOR, 128, 0, 48};
+        zl_kv_policy p = {ZL_KV_POLICY_ANCHOR, 128, 0, 48};
         cr_assert_eq(zl_kv_set_policy(kv, &p, &rope, LHD, 1, &err), 0, "%s", err.msg);
         cr_assert_not_null(kv->score_part);
         for (int64_t t = 0; t < 1000; t += 8) {

@@ -57,6 +57,15 @@ static void expect_error(zl_req_kind kind, const char *body, const char *param, 
     release(&q, b);
 }
 
+/* The one context rule: generations need one position after the prompt,
+ * embeddings none. */
+Test(pipeline, one_context_rule) {
+    cr_expect(zl_prompt_fits(256, 255, 1));
+    cr_expect(!zl_prompt_fits(256, 256, 1));
+    cr_expect(zl_prompt_fits(256, 256, 0));
+    cr_expect(!zl_prompt_fits(256, 257, 0));
+}
+
 Test(adapters, content_rules_of_both_apis) {
     /* chat: null content only for an assistant turn; Anthropic: [] only as the final assistant turn */
     expect_error(ZL_REQ_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", "messages[0].content",

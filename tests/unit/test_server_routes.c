@@ -208,6 +208,15 @@ Test(auth, declared_per_route_and_checked_once) {
     cr_expect_eq(zl_auth_ok(&o, "k1-secret", "Bearer nope"), 1); /* x-api-key wins */
 }
 
+Test(auth, one_reading_of_the_key) {
+    cr_expect_null(zl_api_key_of(NULL, NULL));
+    cr_expect_str_eq(zl_api_key_of("k1", "Bearer k2"), "k1"); /* x-api-key first */
+    cr_expect_str_eq(zl_api_key_of(NULL, "Bearer k2"), "k2");
+    cr_expect_str_eq(zl_api_key_of(NULL, "bearer   k2"), "k2"); /* the scheme in any case, spaces skipped */
+    cr_expect_null(zl_api_key_of(NULL, "Basic azE6"));          /* no other scheme carries a key */
+    cr_expect_null(zl_api_key_of(NULL, "Bearer"));
+}
+
 Test(auth, order_404_then_401_then_413_then_405) {
     zl_server_opts o = opts(1);
     zl_route_verdict v;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/engine_internal.h"
+#include "engine/sched_test.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/session.h"
 #include "server/lease.h"
@@ -334,8 +335,10 @@ static void setup_slow(void) {
     zl_llm_opts lo = {.n_threads = 1};
     cr_assert_eq(zl_llm_open(&g_llm, MODEL, &lo, NULL), 0);
     /* a short sleep after each engine step keeps a long job in flight for seconds */
-    zl_sched_opts so = {.n_parallel = 4, .max_queue = 64, .n_ctx = 256, .step_tokens = 64, .debug_step_ms = 10};
+    zl_sched_opts so = {.n_parallel = 4, .max_queue = 64, .n_ctx = 256, .step_tokens = 64};
+    zl_sched_test_step_ms(10);
     cr_assert_eq(zl_sched_new(&g_sched, g_llm, &so, NULL), 0);
+    zl_sched_test_step_ms(0);
 }
 
 static zl_job *submit(zl_sessions *ss, const char *tenant, const char *sid, const int32_t *p, int n, int max_tokens) {

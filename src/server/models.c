@@ -313,6 +313,15 @@ static zl_model_slot *holder_of(zl_models *ms, const char *sid) {
     return held;
 }
 
+/* the slot the request names, or NULL having replied 404 */
+static zl_model_slot *named(zl_req *r, zl_models *ms, const char *id, enum MHD_Result *ret) {
+    for (int i = 0; i < ms->n; i++)
+        if (!strcmp(ms->m[i].id, id)) return &ms->m[i];
+    *ret = zl_reply_error(r, ZL_E_MODEL_NOT_FOUND, "model", "The model '%.200s' does not exist (GET /v1/models lists %d)",
+                          id, ms->n);
+    return NULL;
+}
+
 int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret) {
     zl_models *ms = r->srv->models;
     if (!ms || ms->n < 2 || r->model_slot) return 0;
@@ -332,13 +341,7 @@ int zl_models_select(zl_req *r, json_t *body, enum MHD_Result *ret) {
         /* the model holding the session */
     } else if (!id) {
         s = &ms->m[0]; /* no model named: the first */
-    } else {
-        for (int i = 0; i < ms->n && !s; i++)
-            if (!strcmp(ms->m[i].id, id)) s = &ms->m[i];
-    }
-    if (!s) {
-        *ret = zl_reply_error(r, ZL_E_MODEL_NOT_FOUND, "model", "The model '%.200s' does not exist (GET /v1/models lists %d)",
-                              id, ms->n);
+    } else if (!(s = named(r, ms, id, ret))) {
         return -1;
     }
     pthread_mutex_lock(&ms->mu);
@@ -394,14 +397,8 @@ int zl_models_select_query(zl_req *r, int load, enum MHD_Result *ret) {
         json_decref(b);
         return rc;
     }
-    zl_model_slot *s = NULL;
-    for (int i = 0; i < ms->n && !s; i++)
-        if (!strcmp(ms->m[i].id, id)) s = &ms->m[i];
-    if (!s) {
-        *ret = zl_reply_error(r, ZL_E_MODEL_NOT_FOUND, "model", "The model '%.200s' does not exist (GET /v1/models lists %d)",
-                              id, ms->n);
-        return -1;
-    }
+    zl_model_slot *s = named(r, ms, id, ret);
+    if (!s) return -1;
     pthread_mutex_lock(&ms->mu);
     if (!s->srv || s->loading) {
         pthread_mutex_unlock(&ms->mu);

@@ -30,6 +30,11 @@
 #define SCRYPT_N_DEFAULT (1u << 15)
 #define SCRYPT_R 8
 #define SCRYPT_P 1
+/* what an imported header may ask of scrypt: the header is the client's, so its
+ * cost is bounded before any key is derived — memory (128·r·N bytes) at twice
+ * and work (N·r·p) at four times the parameters this server seals with */
+#define SCRYPT_MAX_MEM ((uint64_t)2 * 128 * SCRYPT_R * SCRYPT_N_DEFAULT)
+#define SCRYPT_MAX_WORK ((uint64_t)4 * SCRYPT_N_DEFAULT * SCRYPT_R * SCRYPT_P)
 #define PAYLOAD_HEAD 12
 static const char k_magic[8] = "ZLSNAP1";
 
@@ -44,7 +49,7 @@ static int derive(const zl_snap_keys *k, int kdf, const uint8_t *hdr, uint8_t ke
     uint64_t n;
     memcpy(&n, hdr + 16, 8);
     uint32_t r = get32(hdr + 24), p = get32(hdr + 28);
-    if (EVP_PBE_scrypt(k->passphrase, strlen(k->passphrase), hdr + 32, 16, n, r, p, (uint64_t)256 << 20, key, 32) != 1)
+    if (EVP_PBE_scrypt(k->passphrase, strlen(k->passphrase), hdr + 32, 16, n, r, p, 2 * SCRYPT_MAX_MEM, key, 32) != 1)
         return zl_errf(err, ZL_ENOMEM, "scrypt failed (N %llu, r %u, p %u)", (unsigned long long)n, r, p);
     return 0;
 }
@@ -199,7 +204,7 @@ zl_snap_result zl_snap_import(zl_seq *s, const uint8_t *blob, size_t len, const 
         memcpy(&n, h + 16, 8);
         uint32_t r = get32(h + 24), p = get32(h + 28);
         if (n < 1024 || n > (1u << 20) || (n & (n - 1)) || r < 1 || r > 32 || p < 1 || p > 16 ||
-            n * r * 128 > ((uint64_t)256 << 20))
+            n * r * 128 > SCRYPT_MAX_MEM || n * r * p > SCRYPT_MAX_WORK)
             return invalid(err, "scrypt parameters out of bounds");
     }
     uint32_t n = get32(h + 144);

@@ -196,3 +196,40 @@ Test(snapshot, learned_blobs_need_their_codec) {
     zl_codec_free(c);
     zl_codec_free(c2);
 }
+
+/* The scrypt parameters of a passphrase blob are the client's: a header asking
+ * for more memory or work than the bounds is refused before any key is derived
+ * (a 178-byte fuzz input with N 2^16, r 16, p 6 cost 5 s of scrypt), and one
+ * within them reaches authentication. */
+Test(snapshot, scrypt_cost_is_bounded_before_deriving) {
+    size_t len;
+    uint8_t *blob = seal(NULL, "correct horse", &len);
+    struct { uint64_t n; uint32_t r, p; int bounded; } cases[] = {
+        {1u << 16, 16, 6, 0},  /* 128 MiB, 24x the work */
+        {1u << 15, 8, 5, 0},   /* the memory, 5x the work */
+        {1u << 17, 8, 1, 0},   /* 4x the memory */
+        {1u << 16, 8, 1, 1},   /* 2x: within both */
+        {1u << 15, 8, 4, 1},   /* 4x the work */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint8_t *b = malloc(len);
+        cr_assert(b);
+        memcpy(b, blob, len);
+        memcpy(b + 16, &cases[i].n, 8);
+        memcpy(b + 24, &cases[i].r, 4);
+        memcpy(b + 28, &cases[i].p, 4);
+        zl_seq *q = fresh();
+        zl_snap_import_opts io = {{NULL, "correct horse"}, g_fp, NULL, g_tenant};
+        zl_snap_info info = {0};
+        zl_err err = {0};
+        cr_expect_eq(zl_snap_import(q, b, len, &io, &info, &err), ZL_SNAP_INVALID, "case %zu", i);
+        int out = strstr(err.msg, "scrypt parameters out of bounds") != NULL;
+        cr_expect_eq(out, !cases[i].bounded, "case %zu: N %llu r %u p %u: %s", i, (unsigned long long)cases[i].n,
+                     cases[i].r, cases[i].p, err.msg);
+        cr_expect_eq(zl_seq_n_past(q), 0);
+        free(info.history);
+        zl_seq_free(q);
+        free(b);
+    }
+    free(blob);
+}

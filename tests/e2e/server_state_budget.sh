@@ -12,6 +12,7 @@ set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)
 . "$ROOT/tests/real/serve_lib.sh"
+export ZL_E2E_DIR="$ROOT/tests/e2e" # state_client.py
 MODEL="$ROOT/models/stories260K.gguf"
 TEXT=/usr/share/common-licenses/GPL-3
 [ -f "$TEXT" ] || TEXT="$ROOT/README.md"
@@ -19,13 +20,8 @@ TEXT=/usr/share/common-licenses/GPL-3
 cat >"$T/fit.py" <<'PY'
 import json, sys, time, urllib.request, urllib.error
 URL, coded = sys.argv[1], sys.argv[2] == 'coded'
-def req(path, body=None, token=None, method='POST'):
-    h = {'content-type': 'application/json', 'X-Zerolayer-User': 'alice'}
-    if token: h['X-Zerolayer-Session'] = token
-    r = urllib.request.Request(URL + path, json.dumps(body).encode() if body is not None else None, h, method=method)
-    try:
-        with urllib.request.urlopen(r, timeout=120) as f: return f.status, json.load(f)
-    except urllib.error.HTTPError as e: return e.code, json.load(e)
+import os; sys.path.insert(0, os.environ['ZL_E2E_DIR']); from state_client import requester
+req = requester(URL)
 def complete(prompt, token=None):
     st, j = req('/v1/completions', {'prompt': prompt, 'max_tokens': 8, 'temperature': 0}, token)
     assert st == 200, (st, j)

@@ -26,6 +26,7 @@ set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)
 . "$ROOT/tests/real/serve_lib.sh"
+export ZL_E2E_DIR="$ROOT/tests/e2e" # state_client.py
 MODEL="$ROOT/models/stories260K.gguf"
 D="$T/state"
 head -c 48 /dev/urandom >"$T/key"; head -c 48 /dev/urandom >"$T/key2"; head -c 32 /dev/urandom >"$T/secret"
@@ -37,13 +38,8 @@ py() { python3 - "$URL" "$T" "$D" "$@"; }
 cat >"$T/lib.py" <<'PY'
 import json, sys, urllib.request, urllib.error
 URL, T, D = sys.argv[1], sys.argv[2], sys.argv[3]
-def req(path, body=None, token=None, method='POST'):
-    h = {'content-type': 'application/json', 'X-Zerolayer-User': 'alice'}
-    if token: h['X-Zerolayer-Session'] = token
-    r = urllib.request.Request(URL + path, json.dumps(body).encode() if body is not None else None, h, method=method)
-    try:
-        with urllib.request.urlopen(r, timeout=120) as f: return f.status, json.load(f)
-    except urllib.error.HTTPError as e: return e.code, json.load(e)
+import os; sys.path.insert(0, os.environ['ZL_E2E_DIR']); from state_client import requester
+req = requester(URL)
 def complete(prompt, token=None):
     st, j = req('/v1/completions', {'prompt': prompt, 'max_tokens': 16, 'temperature': 0}, token)
     assert st == 200, (st, j)

@@ -22,6 +22,7 @@ set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)
 . "$ROOT/tests/real/serve_lib.sh"
+export ZL_E2E_DIR="$ROOT/tests/e2e" # state_client.py
 A="$ROOT/models/stories260K.gguf"
 B="$ROOT/tests/fixtures/models/stories260K-F16.gguf"
 TEXT=/usr/share/common-licenses/GPL-3
@@ -60,13 +61,8 @@ def check(ok, what):
     global fails
     print(('ok   ' if ok else 'FAIL ') + what)
     fails += not ok
-def req(path, body=None, token=None, method='POST'):
-    h = {'content-type': 'application/json', 'X-Zerolayer-User': 'alice'}
-    if token: h['X-Zerolayer-Session'] = token
-    r = urllib.request.Request(URL + path, json.dumps(body).encode() if body is not None else None, h, method=method)
-    try:
-        with urllib.request.urlopen(r, timeout=120) as f: return f.status, json.load(f)
-    except urllib.error.HTTPError as e: return e.code, json.load(e)
+import os; sys.path.insert(0, os.environ['ZL_E2E_DIR']); from state_client import requester
+req = requester(URL)
 def complete(prompt, token=None, model=None):
     b = {'prompt': prompt, 'max_tokens': 16, 'temperature': 0}
     if model: b['model'] = model

@@ -31,10 +31,21 @@ static int ht_grow(garena *a) {
     return 0;
 }
 
-/* Keep frames [0, n) and their interning table (n <= a->n). */
+/* Keep frames [0, n) and their interning table (n <= a->n).  A table far
+ * larger than n needs is shrunk first, so a cut costs what it keeps. */
 static void arena_cut(garena *a, int32_t n) {
     a->n = n;
     if (!a->ht) return;
+    int32_t want = 1024;
+    while (want < (n + 1) * 2) want *= 2;
+    if (a->ht_cap > 4 * want) {
+        int32_t *t = malloc((size_t)want * sizeof *t);
+        if (t) {
+            free(a->ht);
+            a->ht = t;
+            a->ht_cap = want;
+        }
+    }
     for (int32_t k = 0; k < a->ht_cap; k++) a->ht[k] = -1;
     uint32_t m = (uint32_t)(a->ht_cap - 1);
     for (int32_t i = 0; i < n; i++) {
@@ -105,15 +116,57 @@ int gm_set_add(garena *a, gstackset *out, int32_t st) {
     return 0;
 }
 
-/* A new set in out: a new epoch of seen[] (all cleared when it wraps). */
+/* A new set in out: a new epoch of seen[] and of the visited table (both
+ * cleared when it wraps). */
 static void gm_set_begin(garena *a, gstackset *out) {
     out->n = 0;
     a->work = 0;
     if (++a->epoch == 0) {
         if (a->seen) memset(a->seen, 0, (size_t)a->seen_cap * sizeof *a->seen);
+        if (a->vep) memset(a->vep, 0, (size_t)a->v_cap * sizeof *a->vep);
         a->accept_seen = 0;
         a->epoch = 1;
     }
+}
+
+static uint32_t visit_hash(uint64_t key) { return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32); }
+
+/* Whether rule r was already expanded on frame `below` in the set being
+ * built; marks it when not.  Expanding (r, below) again would add the same
+ * frames and stacks (both are interned), so it is skipped.  -1: out of memory. */
+static int visited(garena *a, int32_t r, int32_t below) {
+    if (a->v_epoch != a->epoch) a->v_epoch = a->epoch, a->v_n = 0;
+    if ((a->v_n + 1) * 2 > a->v_cap) {
+        int32_t nc = a->v_cap ? a->v_cap * 2 : 256;
+        uint64_t *k = malloc((size_t)nc * sizeof *k);
+        uint32_t *e = calloc((size_t)nc, sizeof *e);
+        if (!k || !e) {
+            free(k);
+            free(e);
+            a->oom = 1;
+            return -1;
+        }
+        for (int32_t i = 0; i < a->v_cap; i++) {
+            if (a->vep[i] != a->epoch) continue;
+            uint32_t h = visit_hash(a->vkey[i]) & (uint32_t)(nc - 1);
+            while (e[h] == a->epoch) h = (h + 1) & (uint32_t)(nc - 1);
+            k[h] = a->vkey[i];
+            e[h] = a->epoch;
+        }
+        free(a->vkey);
+        free(a->vep);
+        a->vkey = k;
+        a->vep = e;
+        a->v_cap = nc;
+    }
+    uint64_t key = (uint64_t)(uint32_t)r << 32 | (uint32_t)below;
+    uint32_t m = (uint32_t)(a->v_cap - 1), h;
+    for (h = visit_hash(key) & m; a->vep[h] == a->epoch; h = (h + 1) & m)
+        if (a->vkey[h] == key) return 1;
+    a->vkey[h] = key;
+    a->vep[h] = a->epoch;
+    a->v_n++;
+    return 0;
 }
 
 void gm_arena_free(garena *a) {
@@ -121,6 +174,8 @@ void gm_arena_free(garena *a) {
     free(a->ht);
     free(a->seen);
     free(a->todo);
+    free(a->vkey);
+    free(a->vep);
     memset(a, 0, sizeof *a);
 }
 
@@ -179,6 +234,8 @@ void gm_expand(const zl_grammar *g, garena *a, int32_t pos, int32_t parent, gsta
                 if (cont < -1) return;
             }
             int32_t r = e->arg;
+            /* paths multiply only at a choice: a rule of one alternative is not worth the lookup */
+            if (g->rule_nalt[r] > 1 && visited(a, r, cont)) break; /* done on this frame (or oom is set) */
             for (int32_t k = g->rule_nalt[r] - 1; k >= 0; k--)
                 if (todo_push(a, g->alt_start[g->rule_alt0[r] + k], cont)) return;
             break;
@@ -300,6 +357,32 @@ int zl_gmatch_feed(zl_gmatch *m, const char *s, size_t n) {
     garena t = m->a;
     m->a = m->spare;
     m->spare = t;
+    return 0;
+}
+
+int zl_gmatch_copy(zl_gmatch *dst, const zl_gmatch *src) {
+    if (dst->g != src->g) return ZL_EINVAL;
+    garena *a = &dst->a;
+    const garena *s = &src->a;
+    if (a->cap < s->n) {
+        gframe *t = realloc(a->f, (size_t)s->n * sizeof *t);
+        if (!t) return ZL_ENOMEM;
+        a->f = t;
+        a->cap = s->n;
+    }
+    while ((s->n + 1) * 2 > a->ht_cap)
+        if (ht_grow(a)) return ZL_ENOMEM;
+    if (dst->cur.cap < src->cur.n) {
+        int32_t *t = realloc(dst->cur.s, (size_t)src->cur.n * sizeof *t);
+        if (!t) return ZL_ENOMEM;
+        dst->cur.s = t;
+        dst->cur.cap = src->cur.n;
+    }
+    if (s->n) memcpy(a->f, s->f, (size_t)s->n * sizeof *a->f);
+    arena_cut(a, s->n); /* rebuilds the interning table over the copied frames */
+    a->oom = a->over = 0;
+    if (src->cur.n) memcpy(dst->cur.s, src->cur.s, (size_t)src->cur.n * sizeof *dst->cur.s);
+    dst->cur.n = src->cur.n;
     return 0;
 }
 

@@ -17,9 +17,9 @@
  * rules defined twice, left recursion (also through rules that can match
  * nothing), rules that can never finish, and (ZL_ERANGE) a grammar whose
  * start alone exceeds the matcher's work bound: matching one byte may take
- * at most 4194304 expansion steps (GM_MAX_WORK; a set of stacks is matched
- * without memoisation, so nested optional repetition costs about the cube
- * of its count).  A grammar that passes the parse may still exceed the
+ * at most 262144 expansion steps (GM_MAX_WORK; a rule is expanded once per
+ * frame below it, so what costs is the number of distinct stacks: three
+ * nested optional repetitions of 100 make a million).  A grammar that passes the parse may still exceed the
  * bound on a later byte: the matcher then fails with ZL_ERANGE and the
  * constraint reports it (zl_gconstraint_error).
  *
@@ -77,6 +77,9 @@ void zl_gmatch_reset(zl_gmatch *m);
 /* Feed bytes: returns 0, or ZL_EINVAL (state unchanged) when they cannot
  * continue any sentence of the grammar. */
 int zl_gmatch_feed(zl_gmatch *m, const char *s, size_t n);
+/* Make dst the state src is in: 0, ZL_EINVAL (another grammar's matcher)
+ * or ZL_ENOMEM, dst unchanged on failure. */
+int zl_gmatch_copy(zl_gmatch *dst, const zl_gmatch *src);
 /* Whether the bytes fed so far form a whole sentence. */
 int zl_gmatch_accepting(const zl_gmatch *m);
 /* Whether nothing more may follow (accepting and no byte can continue). */

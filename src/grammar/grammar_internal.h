@@ -54,13 +54,15 @@ typedef struct gframe {
 #define GSTACK_ACCEPT (-1)
 /* Expansion steps (frames visited plus set entries compared) one advance
  * over a byte, or the start, may take: past it the arena fails as if out
- * of memory.  A set of stacks is matched without memoisation, so a grammar
- * such as ("" | "a"){0,10000} costs the cube of its repetition count a byte;
- * the bound keeps that from holding a thread for minutes (about 10 ms). */
-#define GM_MAX_WORK (1L << 22)
+ * of memory.  A rule is expanded at most once on a given frame below per
+ * advance (the arena's visited table), so optional parts in a row cost
+ * their count, not two to its power; what is left unbounded (a set of
+ * stacks as large as the grammar is ambiguous) the bound keeps from holding
+ * a thread for minutes (about 10 ms). */
+#define GM_MAX_WORK (1L << 18)
 /* What a grammar over the bound is told (grammar.h: a parse-time ZL_ERANGE,
  * or a constraint's error). */
-#define GM_WORK_MSG "matching one byte needs more than 4194304 expansion steps (the grammar is too ambiguous: " \
+#define GM_WORK_MSG "matching one byte needs more than 262144 expansion steps (the grammar is too ambiguous: " \
                     "nested or repeated optional parts)"
 
 typedef struct garena {
@@ -77,6 +79,10 @@ typedef struct garena {
     uint32_t epoch, accept_seen;
     int32_t *todo; /* gm_expand's pending (position, frame below) pairs */
     int32_t todo_n, todo_cap;
+    uint64_t *vkey; /* visited table: (rule, frame below) expanded in the set of epoch vep[k] */
+    uint32_t *vep;
+    int32_t v_cap, v_n; /* v_n: entries of the current epoch */
+    uint32_t v_epoch;
 } garena;
 
 typedef struct gstackset {

@@ -143,9 +143,10 @@ bad(chat({'response_format': {'type': 'json_schema', 'json_schema': {'name': 's'
 bad(chat({'grammar': 'root ::= "a" (\n'}), 'grammar', ['line 1 column 14'], 'grammar syntax')
 # the matcher's work bound: a grammar whose start is over it is refused with the other grammar errors; one that
 # trips it on a later byte ends the generation with a 400 naming the field (streamed: the error event)
-WORK = 'matching one byte needs more than 4194304 expansion steps'
-bad(chat({'grammar': 'root ::= ((("" | "a"){0,100}){0,100})'}), 'grammar', ["rule 'root'", WORK], 'grammar over the work bound')
-mid = {'grammar': 'root ::= ("" | "a"){0,3000} "b"'}
+WORK = 'matching one byte needs more than 262144 expansion steps'
+OVER = '(((("" | "a"){0,100}){0,100}){0,100})'
+bad(chat({'grammar': 'root ::= ' + OVER}), 'grammar', ["rule 'root'", WORK], 'grammar over the work bound')
+mid = {'grammar': 'root ::= "a" ' + OVER + ' "b"'}
 st, j = chat(mid)
 check(st == 400 and j['error']['type'] == 'invalid_request_error' and j['error']['param'] == 'grammar' and
       j['error']['message'].startswith('generation failed: grammar: ' + WORK), f'work bound mid-generation: {st} {j}')

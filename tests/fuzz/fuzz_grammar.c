@@ -56,20 +56,15 @@ static zl_gvocab *vocab(void) {
     return v;
 }
 
-/* Whether bytes p[0..n) then the token keep a fresh matcher alive (the end
- * token: whether p is a whole sentence); -1 when the matcher's work bound
- * decided nothing. */
-static int ref_allowed(const zl_grammar *g, const char *p, size_t n, int32_t tok) {
-    zl_gmatch *m = NULL;
-    if (zl_gmatch_new(&m, g, NULL)) abort(); /* the parse checked the start against the bound */
-    int rc = zl_gmatch_feed(m, p, n), ok;
-    if (rc && rc != ZL_ERANGE) abort(); /* the text so far was accepted token by token */
-    if (rc) ok = -1;
-    else if (tok == 0) ok = zl_gmatch_accepting(m);
-    else if (!piece_len(tok)) ok = 0;
-    else ok = (rc = zl_gmatch_feed(m, VOCAB[tok], piece_len(tok))) == ZL_ERANGE ? -1 : rc == 0;
-    zl_gmatch_free(m);
-    return ok;
+/* Whether the token keeps alive a byte matcher fed the text accepted so far
+ * (base; tmp is scratch): the end token when that text is a whole sentence;
+ * -1 when the matcher's work bound decided nothing. */
+static int ref_allowed(const zl_gmatch *base, zl_gmatch *tmp, int32_t tok) {
+    if (tok == 0) return zl_gmatch_accepting(base);
+    if (!piece_len(tok)) return 0;
+    if (zl_gmatch_copy(tmp, base)) abort();
+    int rc = zl_gmatch_feed(tmp, VOCAB[tok], piece_len(tok));
+    return rc == ZL_ERANGE ? -1 : rc == 0;
 }
 
 /* A constraint in its error state: the work bound (or memory) and nothing allowed. */
@@ -104,6 +99,8 @@ static void drive_tokens(const zl_grammar *g, int lazy, int schema, const uint8_
     if (zl_gconstraint_new(&c, g, vocab(), lazy ? TRIGGER : NULL, NULL)) abort(); /* the start is within the bound */
     char text[MAX_STEPS * 16];
     size_t tn = 0; /* bytes the grammar has matched (non-lazy) */
+    zl_gmatch *base = NULL, *tmp = NULL; /* the byte matcher fed text[0..tn) (NULL once over the work bound) */
+    if (!lazy && (zl_gmatch_new(&base, g, NULL) || zl_gmatch_new(&tmp, g, NULL))) abort(); /* the start is within the bound */
     float logits[NV];
     for (size_t s = 0; s < n && s < MAX_STEPS; s++) {
         int32_t n_allowed = -1;
@@ -120,8 +117,8 @@ static void drive_tokens(const zl_grammar *g, int lazy, int schema, const uint8_
                 int bit = (int)((mask[t >> 6] >> (t & 63)) & 1);
                 count += bit;
                 if (bit != zl_gconstraint_check(c, t)) abort();
-                if (!lazy && s < BRUTE_STEPS) {
-                    int ref = ref_allowed(g, text, tn, t);
+                if (base && s < BRUTE_STEPS) {
+                    int ref = ref_allowed(base, tmp, t);
                     if (ref >= 0 && bit != ref) abort();
                 }
                 if (t == 1 && bit) abort(); /* a token without bytes is never allowed */
@@ -158,7 +155,18 @@ static void drive_tokens(const zl_grammar *g, int lazy, int schema, const uint8_
                 tn += pl;
             }
         }
+        if (base) { /* the accepted token continues the byte matcher too */
+            int brc = zl_gmatch_feed(base, VOCAB[tok], piece_len(tok));
+            if (brc == ZL_ERANGE) {
+                zl_gmatch_free(base);
+                base = NULL;
+            } else if (brc) {
+                abort(); /* the constraint accepted bytes the grammar refuses */
+            }
+        }
     }
+    zl_gmatch_free(base);
+    zl_gmatch_free(tmp);
     if (!lazy && schema && zl_gconstraint_accepting(c)) { /* a schema's whole sentence is JSON */
         gj *j = NULL;
         if (gj_parse(text, tn, &j, NULL)) abort();

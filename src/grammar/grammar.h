@@ -121,7 +121,8 @@ int zl_gconstraint_check(zl_gconstraint *c, int32_t token);
  * (the state is unchanged). */
 int zl_gconstraint_accept(zl_gconstraint *c, int32_t token);
 /* Why the constraint stopped working, or 0: ZL_ERANGE when matching one
- * byte exceeded the matcher's work bound (grammar.h, zl_grammar_parse),
+ * byte exceeded the matcher's work bound (grammar.h, zl_grammar_parse) or
+ * one mask's walk over the vocabulary exceeded 32 times that bound,
  * ZL_ENOMEM when its tables could not grow; *msg (may be NULL) gets a
  * static one-line message.  From then on the constraint allows nothing (the
  * mask is NULL with *n_allowed 0, apply returns 0, check refuses, accept

@@ -177,6 +177,13 @@ int32_t zl_gvocab_n_tokens(const zl_gvocab *v) { return v->n_tokens; }
 #define GC_SET_UNKNOWN (-2)
 #define GC_DEAD (-1)
 #define GC_MAX_MASKS 256
+/* Expansion steps one mask's walk over the vocabulary's trie may take, over
+ * all its bytes: the engine thread computes masks, so one ambiguous grammar
+ * must not hold every other generation for seconds.  A JSON Schema's walk
+ * over a 152k-token vocabulary takes at most about 5 * 10^4 (grammar_bench). */
+#define GC_MAX_WALK_WORK (32L * GM_MAX_WORK)
+#define GC_WALK_MSG "one token's mask needs more than 8388608 expansion steps (the grammar is too ambiguous: " \
+                    "nested or repeated optional parts)"
 #define GC_MAX_SETS 40000
 #define GC_MAX_FRAMES (1 << 22)
 
@@ -206,7 +213,10 @@ struct zl_gconstraint {
     int32_t cur;          /* the current set id */
     int32_t start;        /* the id of the root's initial set in the tables, or -1 */
     int oom;              /* sticky: the tables failed (err says why); nothing is allowed any more */
-    int err;              /* ZL_ENOMEM, or ZL_ERANGE: a byte needed more than GM_MAX_WORK steps */
+    int err;              /* ZL_ENOMEM, or ZL_ERANGE: a byte needed more than GM_MAX_WORK steps, or (walk_over)
+                           * a mask more than GC_MAX_WALK_WORK */
+    int walk_over;
+    long walk_work;       /* expansion steps of the walk under way */
     /* lazy trigger */
     char *trigger;
     size_t trig_len;
@@ -300,6 +310,7 @@ static int32_t trans(zl_gconstraint *c, int32_t sid, unsigned char b) {
     }
     gstackset in = {c->pool + e->off, e->n, e->n};
     gm_advance(c->g, &c->a, &in, b, &c->tmp);
+    c->walk_work += c->a.work;
     int32_t next = GC_DEAD;
     if (c->a.oom) fail(c, c->a.over ? ZL_ERANGE : ZL_ENOMEM);
     else if (c->tmp.n) next = set_intern(c, &c->tmp);
@@ -421,10 +432,15 @@ static int32_t walk(zl_gconstraint *c, int32_t sid, uint64_t *mask) {
     const zl_gvocab *v = c->v;
     memset(mask, 0, (size_t)c->nwords * sizeof *mask);
     c->lv[0] = sid;
+    c->walk_work = 0;
     int32_t allowed = 0;
     for (int32_t i = 0; i < v->n_nodes;) {
         int d = v->depth[i];
         int32_t nx = trans(c, c->lv[d - 1], v->byte[i]);
+        if (!c->oom && c->walk_work > GC_MAX_WALK_WORK) {
+            fail(c, ZL_ERANGE);
+            c->walk_over = 1;
+        }
         if (c->oom) return -1;
         if (nx < 0) {
             i = v->skip[i];
@@ -627,7 +643,7 @@ int zl_gconstraint_accept(zl_gconstraint *c, int32_t token) {
 
 int zl_gconstraint_error(const zl_gconstraint *c, const char **msg) {
     if (!c->oom) return 0;
-    if (msg) *msg = c->err == ZL_ERANGE ? "grammar: " GM_WORK_MSG : "grammar: out of memory";
+    if (msg) *msg = c->err != ZL_ERANGE ? "grammar: out of memory" : c->walk_over ? "grammar: " GC_WALK_MSG : "grammar: " GM_WORK_MSG;
     return c->err;
 }
 

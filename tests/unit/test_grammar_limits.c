@@ -9,7 +9,8 @@
  *    by the parse (ZL_ERANGE); one that trips it on a later byte fails the
  *    byte matcher with ZL_ERANGE and leaves the token constraint in its error
  *    state (nothing allowed, check and accept agreeing), which ends a
- *    scheduled job with that error and makes zl_seq_step fail;
+ *    scheduled job with that error and makes zl_seq_step fail; so does one
+ *    mask whose walk over the vocabulary is over the walk's bound;
  *  - JSON Schemas whose strings are not UTF-8 (const, enum, pattern, a key)
  *    are refused by the JSON reader, never reach the grammar builder; the
  *    grammar parser refuses ill-formed UTF-8 (overlong, surrogates) too;
@@ -236,6 +237,47 @@ Test(grammar_limits, work_bound_mid_match) {
     zl_gconstraint_free(c);
     zl_gvocab_free(v);
     zl_grammar_free(g);
+}
+
+/* A vocabulary of every string of 1 to 3 characters over [a-z ]. */
+static char WORDS[27 + 27 * 27 + 27 * 27 * 27][4];
+static const char *word(void *ud, int32_t id, size_t *len) {
+    (void)ud;
+    *len = strlen(WORDS[id]);
+    return WORDS[id];
+}
+
+/* Each byte within the matcher's bound, but one mask's walk over the
+ * vocabulary advances so many states over so many bytes that it is over
+ * the walk's bound: the constraint fails with its own message rather than
+ * hold the engine thread. */
+Test(grammar_limits, work_bound_of_one_mask) {
+    const char *abc = "abcdefghijklmnopqrstuvwxyz ";
+    int32_t n = 0;
+    for (int len = 1, m = 27; len <= 3; len++, m *= 27)
+        for (int k = 0; k < m; k++, n++)
+            for (int i = 0, x = k; i < len; i++, x /= 27) WORDS[n][i] = abc[x % 27];
+    zl_gvocab *v = NULL;
+    int32_t eog = 0;
+    cr_assert_eq(zl_gvocab_new(&v, n, word, NULL, &eog, 1, NULL), 0);
+    zl_grammar *g = parse_ok("root ::= (((\"\" | [a-z ]){0,200}){0,100})");
+    zl_gmatch *m = NULL; /* the byte matcher: every byte within its bound */
+    cr_assert_eq(zl_gmatch_new(&m, g, NULL), 0);
+    cr_assert_eq(zl_gmatch_feed(m, "hello world", 11), 0);
+    zl_gmatch_free(m);
+    zl_gconstraint *c = NULL;
+    cr_assert_eq(zl_gconstraint_new(&c, g, v, NULL, NULL), 0);
+    int32_t na = -1;
+    cr_assert_null(zl_gconstraint_mask(c, &na));
+    cr_assert_eq(na, 0);
+    const char *msg = NULL;
+    cr_assert_eq(zl_gconstraint_error(c, &msg), ZL_ERANGE);
+    cr_assert_str_eq(msg, "grammar: one token's mask needs more than 8388608 expansion steps (the grammar is too "
+                          "ambiguous: nested or repeated optional parts)");
+    cr_assert_eq(zl_gconstraint_accept(c, 1), ZL_ERANGE);
+    zl_gconstraint_free(c);
+    zl_grammar_free(g);
+    zl_gvocab_free(v);
 }
 
 Test(grammar_limits, lazy_trigger_check_agrees_with_accept) {

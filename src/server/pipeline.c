@@ -552,9 +552,8 @@ int zl_pipeline_ready(zl_req *r, const zl_request *q, zl_sess_req *sr, const zl_
 zl_gen *zl_pipeline_start(zl_req *r, zl_prepared *p) {
     int busy = 0;
     zl_gen *g = zl_pipeline_submit(r->srv->sched, p, r->t_start, &busy);
-    if (!g)
-        busy ? zl_reply_error(r, ZL_E_BUSY, NULL, "the server is at capacity; retry shortly")
-             : zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    if (!g && busy) zl_reply_error(r, ZL_E_BUSY, NULL, "the server is at capacity; retry shortly");
+    else if (!g) zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
     return g;
 }
 

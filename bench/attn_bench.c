@@ -13,17 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "base/cpu.h"
 #include "base/f16.h"
 #include "tensor/attn.h"
-
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double rnd(unsigned *s) {
     *s = *s * 1664525u + 1013904223u;
@@ -62,9 +56,9 @@ int main(int argc, char **argv) {
         double best = 1e30;
         int iters = 1;
         for (int round = 0; round < 6; round++) {
-            double t0 = cpu_s();
+            double t0 = zl_thread_cpu_s();
             for (int it = 0; it < iters; it++) fn(&t);
-            double dt = (cpu_s() - t0) / iters;
+            double dt = (zl_thread_cpu_s() - t0) / iters;
             if (dt < best) best = dt;
             if (dt * iters < 0.2) iters = (int)(0.25 / dt) + 1;
         }

@@ -15,20 +15,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "base/cpu.h"
 #include "base/pool.h"
 #include "tensor/kernels.h"
 
 /* With one thread, CPU time of the calling thread: the numbers then hold up
  * on a shared machine where wall time would count other people's work. */
-static clockid_t g_clock = CLOCK_MONOTONIC;
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(g_clock, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static int g_thread_clock;
+static double now_s(void) { return g_thread_clock ? zl_thread_cpu_s() : zl_now_s(); }
 
 /* Seconds per call, best of a few rounds, each round >= ~0.2 s. */
 static double time_matmul(zl_mat *W, const uint8_t *base, int copies, const float *x, int n_tok, float *y,
@@ -75,7 +71,7 @@ int main(int argc, char **argv) {
     }
     const int64_t xrows = batch > 8 ? batch : 8;
     zl_pool *pool = threads > 1 ? zl_pool_new(threads) : NULL;
-    if (threads <= 1) g_clock = CLOCK_THREAD_CPUTIME_ID;
+    g_thread_clock = threads <= 1;
     zl_work work = {0};
     float *x = malloc(sizeof(float) * (size_t)cols * xrows), *y = malloc(sizeof(float) * (size_t)rows * xrows);
     float *row = malloc(sizeof(float) * (size_t)cols);

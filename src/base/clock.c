@@ -25,6 +25,12 @@ long long zl_wall_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+double zl_thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 struct timespec zl_deadline_ms(long timeout_ms) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../base/clock.h"
 #include "../base/err.h"
@@ -142,26 +141,21 @@ static double nll_of(const float *l, int nv, int32_t next) {
     return log(s) + mx - l[next];
 }
 
+/* Coding time in this thread's CPU seconds: coding runs on it alone, so the
+ * figures hold on a busy machine. */
 typedef struct { double enc_s, dec_s; long coded; } code_time;
-
-/* CPU time of this thread: coding runs on it alone, so this stays meaningful on a busy machine. */
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Encode then decode positions [pos, pos + n) of s in place. */
 static int code_rows(const zl_codec *c, zl_seq *s, int pos, int n, uint8_t *buf, zl_codec_hist *h, code_time *t,
                      zl_err *err) {
     if (pos < c->n_sink) { n -= c->n_sink - pos; pos = c->n_sink; } /* sinks stay exact */
     if (n <= 0) return 0;
-    double t0 = cpu_s();
+    double t0 = zl_thread_cpu_s();
     int rc = zl_codec_encode(c, s, pos, n, buf, h, err);
-    double t1 = cpu_s();
+    double t1 = zl_thread_cpu_s();
     if (!rc) rc = zl_codec_decode(c, s, pos, n, buf, err);
     t->enc_s += t1 - t0;
-    t->dec_s += cpu_s() - t1;
+    t->dec_s += zl_thread_cpu_s() - t1;
     t->coded += n;
     return rc;
 }

@@ -391,9 +391,13 @@ static int parse_chat(json_t *b, zl_request *q, zl_verr *e) {
     if (lp) q->n_logprobs = (int)top;
     else if (json_is_number(json_object_get(b, "top_logprobs")))
         return zl_verr_set(e, "top_logprobs", "top_logprobs: requires logprobs to be true");
+    json_t *msgs = zl_jv_messages(b, e);
+    return msgs ? zl_oai_parse_messages(msgs, q, e) : -1;
+}
+
+int zl_oai_parse_messages(json_t *msgs, zl_request *q, zl_verr *e) {
     static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", NULL};
-    json_t *msgs = zl_jv_messages(b, e), *m;
-    if (!msgs) return -1;
+    json_t *m;
     size_t i;
     json_array_foreach(msgs, i, m) {
         char f[64], cf[80];
@@ -417,7 +421,7 @@ static int parse_chat(json_t *b, zl_request *q, zl_verr *e) {
 
 /* ---------------- completions ---------------- */
 
-static int add_prompt(zl_request *q, json_t *x, const char *param, zl_verr *e) {
+int zl_oai_parse_prompt(json_t *x, const char *param, zl_request *q, zl_verr *e) {
     zl_request_prompt *pr = &q->prompts[q->n_prompts++];
     snprintf(pr->param, sizeof pr->param, "%s", param);
     if (json_is_string(x)) {
@@ -442,7 +446,7 @@ static int parse_completion(json_t *b, zl_request *q, zl_verr *e) {
     json_t *p = json_object_get(b, "prompt");
     if (!p) return zl_verr_set(e, "prompt", "prompt: field required");
     if (json_is_string(p) || (json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0))))
-        return add_prompt(q, p, "prompt", e);
+        return zl_oai_parse_prompt(p, "prompt", q, e);
     if (!json_is_array(p) || !json_array_size(p))
         return zl_verr_set(e, "prompt", "prompt: expected a string, an array of strings, or an array of token ids");
     if (json_array_size(p) > ZL_REQ_MAX_CHOICES)
@@ -452,7 +456,7 @@ static int parse_completion(json_t *b, zl_request *q, zl_verr *e) {
     json_array_foreach(p, i, x) {
         char f[32];
         snprintf(f, sizeof f, "prompt[%zu]", i);
-        if (add_prompt(q, x, f, e) < 0) return -1;
+        if (zl_oai_parse_prompt(x, f, q, e) < 0) return -1;
     }
     return 0;
 }

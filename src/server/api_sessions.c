@@ -33,6 +33,7 @@
 #include "../runtime/store.h"
 #include "../state/snapshot.h"
 #include "lease.h"
+#include "openai.h"
 #include "pipeline.h"
 #include "routes.h"
 #include "sess_token.h"
@@ -42,6 +43,7 @@ struct zl_sess_req {
     char tenant[ZL_TENANT_CAP];
     char id[80];
     int append;
+    int prefill; /* typing-ahead: the job is evaluated, never sampled (zl_job_lease) */
     json_t *conv; /* this request's whole conversation, [{role, content}] */
     json_t *hist; /* stored conversation (append mode); owns strings that merged messages point to */
 };
@@ -282,7 +284,7 @@ int zl_sess_merge(zl_sess_req *c, zl_req *r, const zl_chat_msg *msgs, int n, zl_
 
 static int hook_job(void *ud, zl_job *j, int choice) {
     zl_sess_req *c = ud;
-    return zl_job_lease(j, c->srv->sessions, c->tenant, choice == 0 && c->id[0] ? c->id : NULL, 0);
+    return zl_job_lease(j, c->srv->sessions, c->tenant, choice == 0 && c->id[0] ? c->id : NULL, c->prefill);
 }
 
 static void on_end(zl_gen *g, void *ud) {
@@ -372,124 +374,80 @@ static enum MHD_Result sess_create(zl_req *r, json_t *b) {
     return zl_reply_json(r, 200, j, NULL);
 }
 
-static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, const char *id, const char *tenant);
-
-/* `prompt`: raw text or token ids, tokenized and checked by the pipeline's
- * completion path (zl_pipeline_prompt_tokens, full KV: no anchors). */
-static enum MHD_Result sess_prefill_prompt(zl_req *r, json_t *p, const char *id, const char *tenant) {
-    int32_t *ids = NULL;
-    uint8_t *mask = NULL;
-    size_t n = 0;
-    zl_verr e = {{0}, {0}};
-    zl_request_prompt pr = {.param = "prompt"};
-    int rc = 0;
-    if (json_is_string(p)) {
-        pr.text = json_string_value(p);
-        pr.len = json_string_length(p);
-    } else if (json_is_array(p)) {
-        pr.ids = p;
-    } else {
-        rc = zl_verr_set(&e, "prompt", "prompt: expected a string or an array of token ids");
+/* The prefill body's turns into q: an optional top-level `system` (a string
+ * or text parts), `messages` as the chat route reads them (full history or,
+ * in append mode, the new ones; empty before `text`), then `text` (a partial
+ * user turn). */
+static int prefill_turns(json_t *b, zl_request *q, zl_verr *e) {
+    json_t *msgs = json_object_get(b, "messages"), *text = json_object_get(b, "text"), *sys = json_object_get(b, "system");
+    if (text && !json_is_string(text)) return zl_verr_set(e, "text", "text: expected a string");
+    if (!msgs && !text) return zl_verr_set(e, "messages", "prefill needs `messages`, `text` or `prompt`");
+    zl_buf *t;
+    if (sys && !json_is_null(sys)) {
+        if (!(t = zl_request_add_msg(q, "system"))) return zl_verr_set(e, "", "out of memory");
+        if (zl_jv_text_parts(sys, "system", "content parts", t, e) < 0) return -1;
+        zl_buf_puts(t, "");
+        if (t->oom) return zl_verr_set(e, "", "out of memory");
     }
-    if (!rc) rc = zl_pipeline_prompt_tokens(r->srv, NULL, &pr, &ids, &mask, &n, &e);
-    enum MHD_Result ret = rc ? zl_reply_verr(r, rc, &e) : prefill_run(r, ids, n, id, tenant);
-    free(ids);
-    free(mask);
-    return ret;
+    if (msgs && !(text && json_is_array(msgs) && !json_array_size(msgs)) &&
+        (!zl_jv_messages(b, e) || zl_oai_parse_messages(msgs, q, e) < 0))
+        return -1;
+    if (text && (!(t = zl_request_add_msg(q, "user")) || (zl_buf_puts(t, json_string_value(text)), t->oom)))
+        return zl_verr_set(e, "", "out of memory");
+    return 0;
 }
 
-/* Render + tokenize the prefill input: messages (full history or, in append
- * mode, the new ones), an optional top-level system, and/or `text` (a partial
- * user message appended after them). */
+/* The counts of a finished typing-ahead generation g on session id. */
+static enum MHD_Result prefill_reply(zl_req *r, zl_gen *g, const char *id) {
+    zl_job_report t;
+    zl_job_get_report(r->srv->sched, g->ch[0].job, &t);
+    if (g->ch[0].end == ZL_GEN_ERROR) return zl_sess_error(r, ZL_E_INTERNAL, "internal", "prefill failed: %s", t.error);
+    int n = g->n_prompt[0];
+    return zl_reply_json(r, 200,
+                         json_pack("{s:s, s:s, s:i, s:i, s:i, s:f}", "object", "session.prefill", "id", id,
+                                   "cached_tokens", n, "reused_tokens", t.n_cached, "prefilled_tokens", n - t.n_cached,
+                                   "prefill_ms", t.t_done > t.t_admit ? t.t_done - t.t_admit : 0.0),
+                         NULL);
+}
+
+/* Typing-ahead on session id: `prompt` (text or token ids, read as a
+ * completion's), else the turns of prefill_turns after the session's stored
+ * ones in append mode (the X-Zerolayer-Session-Mode header, or `text`
+ * alone).  The pipeline renders, tokenizes, limits and submits it as a
+ * request on the session (full KV: no controls, no anchors); the job is
+ * evaluated, never sampled, and kept uncommitted (zl_job_lease). */
 static enum MHD_Result sess_prefill(zl_req *r, json_t *b, const char *id, const char *tenant) {
-    zl_srv *srv = r->srv;
-    zl_sess_req c = {.srv = srv};
-    snprintf(c.id, sizeof c.id, "%s", id);
-    snprintf(c.tenant, sizeof c.tenant, "%s", tenant);
     const char *mode = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Zerolayer-Session-Mode");
     json_t *prompt = json_object_get(b, "prompt");
-    if (prompt) return sess_prefill_prompt(r, prompt, id, tenant);
-    json_t *msgs = json_object_get(b, "messages"), *text = json_object_get(b, "text"), *sys = json_object_get(b, "system");
-    c.append = (mode && !strcasecmp(mode, "append")) || (!msgs && text);
-    if (msgs && !json_is_array(msgs)) return zl_reply_error(r, ZL_E_INVALID, "messages", "messages: expected an array");
-    if (text && !json_is_string(text)) return zl_reply_error(r, ZL_E_INVALID, "text", "text: expected a string");
-    if (sys && !json_is_string(sys)) return zl_reply_error(r, ZL_E_INVALID, "system", "system: expected a string");
-    if (!msgs && !text)
-        return zl_reply_error(r, ZL_E_INVALID, "messages", "prefill needs `messages`, `text` or `prompt`");
-    size_t nm = msgs ? json_array_size(msgs) : 0;
-    zl_chat_msg *m = calloc(nm + 2, sizeof *m);
-    if (!m) return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-    int k = 0;
-    if (sys) m[k++] = (zl_chat_msg){"system", json_string_value(sys)};
-    for (size_t i = 0; i < nm; i++) {
-        json_t *x = json_array_get(msgs, i);
-        const char *role = json_string_value(json_object_get(x, "role"));
-        json_t *ct = json_object_get(x, "content");
-        const char *content = json_string_value(ct);
-        if (!content && json_is_array(ct) && json_array_size(ct) == 1)
-            content = json_string_value(json_object_get(json_array_get(ct, 0), "text"));
-        if (!role || !content) {
-            free(m);
-            return zl_reply_error(r, ZL_E_INVALID, "messages",
-                                  "messages[%zu]: expected {role, content} with text content", i);
-        }
-        m[k++] = (zl_chat_msg){!strcmp(role, "developer") ? "system" : role, content};
-    }
-    if (text) m[k++] = (zl_chat_msg){"user", json_string_value(text)};
-    zl_chat_msg *all = NULL;
-    int n_all = 0;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+    zl_sess_req c = {.srv = r->srv, .prefill = 1};
+    snprintf(c.id, sizeof c.id, "%s", id);
+    snprintf(c.tenant, sizeof c.tenant, "%s", tenant);
+    c.append = (mode && !strcasecmp(mode, "append")) || (!json_object_get(b, "messages") && json_object_get(b, "text"));
+    snprintf(r->sess_id, sizeof r->sess_id, "%s", id);
     enum MHD_Result ret = MHD_YES;
     zl_verr e = {{0}, {0}};
-    int rc = 0;
-    if (zl_sess_merge(&c, r, m, k, &all, &n_all)) goto out;
-    if ((rc = zl_pipeline_chat_tokens(srv, NULL, all, n_all, &ids, NULL, &n_ids, &e)) ||
-        (rc = zl_pipeline_prompt_limit(srv, 0, n_ids, "messages", &e))) {
-        ret = zl_reply_verr(r, rc, &e);
+    zl_request q;
+    zl_prepared p;
+    memset(&p, 0, sizeof p);
+    zl_request_init(&q, prompt ? ZL_REQ_COMPLETION : ZL_REQ_CHAT, b);
+    q.sampling.temp = 0; /* nothing is sampled */
+    q.max_tokens = 1;
+    if (prompt ? zl_oai_parse_prompt(prompt, "prompt", &q, &e) : prefill_turns(b, &q, &e)) {
+        ret = zl_reply_verr(r, -1, &e);
         goto out;
     }
-    ret = prefill_run(r, ids, n_ids, id, tenant);
+    if (zl_pipeline_ready(r, &q, &c, NULL, &p)) goto out; /* replied */
+    p.gp.hook_job = hook_job;
+    p.gp.hook_ud = &c;
+    zl_gen *g = zl_pipeline_start(r, &p);
+    if (!g) goto out;
+    ret = zl_gen_wait_all(r, g) ? MHD_NO : prefill_reply(r, g, id);
+    zl_gen_free(g);
 out:
-    free(ids);
-    free(all);
-    free(m);
+    zl_prepared_free(&p);
+    zl_request_free(&q);
     json_decref(c.conv);
     json_decref(c.hist);
-    return ret;
-}
-
-/* Evaluate ids on the session as typing-ahead input and reply with the counts. */
-static enum MHD_Result prefill_run(zl_req *r, const int32_t *ids, size_t n_ids, const char *id, const char *tenant) {
-    zl_srv *srv = r->srv;
-    enum MHD_Result ret;
-    zl_sampling smp = zl_sampling_defaults();
-    smp.temp = 0;
-    zl_job *j = zl_job_new(ids, (int)n_ids, &smp, 1, -1);
-    if (!j || zl_job_lease(j, srv->sessions, tenant, id, 1)) {
-        zl_job_release(j);
-        return zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-    }
-    if (zl_sched_submit(srv->sched, j)) {
-        zl_job_release(j);
-        return zl_reply_error(r, ZL_E_BUSY, NULL, "the server is at capacity; retry shortly");
-    }
-    zl_finish fin = ZL_FINISH_NONE;
-    zl_job_tok dummy;
-    while (zl_job_read(srv->sched, j, 0, &dummy, 0, &fin), !fin) {
-        if (!zl_conn_alive(r->fd)) { zl_job_cancel(j); }
-        zl_sched_wait(srv->sched, 25);
-    }
-    zl_job_report t;
-    zl_job_get_report(srv->sched, j, &t);
-    zl_job_release(j);
-    if (fin == ZL_FINISH_ERROR) return zl_sess_error(r, ZL_E_INTERNAL, "internal", "prefill failed: %s", t.error);
-    ret = zl_reply_json(r, 200,
-                        json_pack("{s:s, s:s, s:i, s:i, s:i, s:f}", "object", "session.prefill", "id", id,
-                                  "cached_tokens", (int)n_ids, "reused_tokens", t.n_cached, "prefilled_tokens",
-                                  (int)n_ids - t.n_cached, "prefill_ms",
-                                  t.t_done > t.t_admit ? t.t_done - t.t_admit : 0.0),
-                        NULL);
     return ret;
 }
 

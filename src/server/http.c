@@ -215,6 +215,7 @@ int zl_gen_wait_all(zl_req *r, zl_gen *g) {
     while (!zl_gen_poll(g, ZL_WAIT_MS)) {
         if (!zl_conn_alive(r->fd)) {
             zl_gen_cancel(g);
+            r->status = 499;
             return -1;
         }
     }

@@ -148,7 +148,8 @@ typedef struct zl_sse {
 enum MHD_Result zl_reply_sse(zl_req *r, zl_sse *s /* owned from here */);
 void zl_sse_event(zl_sse *s, const char *event /* NULL: data only */, json_t *data /* stolen */);
 
-/* Wait for a non-streamed generation; 0 when done, -1 when the client left. */
+/* Wait for a non-streamed generation; 0 when done, -1 when the client left
+ * (g cancelled, r->status 499: nothing is to be replied). */
 int zl_gen_wait_all(zl_req *r, zl_gen *g);
 
 /* Helpers shared by the adapters. */

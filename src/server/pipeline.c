@@ -494,7 +494,6 @@ static enum MHD_Result reply_whole_split(zl_req *r, zl_result *res, const zl_emi
     zl_gen *g = res->g;
     if (zl_gen_wait_all(r, g)) {
         zl_gen_free(g);
-        r->status = 499;
         return MHD_NO;
     }
     zl_result_finish(res);
@@ -525,14 +524,46 @@ static int pipe_conversation(zl_req *r, const zl_request *q, zl_sess_req *sr, zl
     return rc;
 }
 
+/* What a request on a session (r->sess_id) may not carry. */
+static int session_rules(const zl_request *q, zl_verr *e) {
+    if (q->n > 1 || q->n_prompts > 1)
+        return zl_verr_set(e, "n", "n: a session request has one prompt and one choice");
+    if (zl_tools_renders(q))
+        return zl_verr_set(e, "tools", "tools: a session request cannot carry tools or tool turns");
+    return 0;
+}
+
+int zl_pipeline_ready(zl_req *r, const zl_request *q, zl_sess_req *sr, const zl_req_ctl *ctl, zl_prepared *p) {
+    zl_verr e = {{0}, {0}};
+    zl_chat_msg *all = NULL;
+    int n_all = 0, rc;
+    memset(p, 0, sizeof *p);
+    if (r->sess_id[0] && session_rules(q, &e)) {
+        zl_reply_verr(r, -1, &e);
+        return -1;
+    }
+    if (q->kind != ZL_REQ_COMPLETION && pipe_conversation(r, q, sr, &all, &n_all)) return -1;
+    rc = zl_pipeline_prepare(r->srv, ctl, q, all, n_all, p, &e);
+    free(all);
+    if (rc) zl_reply_verr(r, rc, &e);
+    return rc ? -1 : 0;
+}
+
+zl_gen *zl_pipeline_start(zl_req *r, zl_prepared *p) {
+    int busy = 0;
+    zl_gen *g = zl_pipeline_submit(r->srv->sched, p, r->t_start, &busy);
+    if (!g && busy) zl_reply_error(r, ZL_E_BUSY, NULL, "the server is at capacity; retry shortly");
+    else if (!g) zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
+    return g;
+}
+
 enum MHD_Result zl_pipeline_run(zl_req *r, zl_request *q, const zl_emitter *em) {
     enum MHD_Result ret = MHD_YES;
     zl_verr e = {{0}, {0}};
     zl_prepared p;
     memset(&p, 0, sizeof p);
     zl_sess_req *sr = NULL;
-    zl_chat_msg *all = NULL;
-    int n_all = 0, rc;
+    int rc;
     if (zl_models_select(r, q->body, &ret)) goto out;
     if ((rc = zl_ctl_parse(zl_sched_ctl(r->srv->sched), zl_sched_n_ctx(r->srv->sched), zl_req_header, r->conn, q->body,
                            &r->ctl, &e))) {
@@ -541,34 +572,16 @@ enum MHD_Result zl_pipeline_run(zl_req *r, zl_request *q, const zl_emitter *em) 
     }
     if (!q->stream_buffer) q->stream_buffer = r->ctl.stream_buffer;
     if (zl_sess_open(r, q->body, q->user, &sr)) goto out; /* replied */
-    if (r->sess_id[0] && (q->n > 1 || q->n_prompts > 1)) {
-        ret = zl_reply_error(r, ZL_E_INVALID, "n", "n: a session request has one prompt and one choice");
-        goto out;
-    }
-    if (r->sess_id[0] && zl_tools_renders(q)) {
-        ret = zl_reply_error(r, ZL_E_INVALID, "tools", "tools: a session request cannot carry tools or tool turns");
-        goto out;
-    }
-    if (q->kind != ZL_REQ_COMPLETION && pipe_conversation(r, q, sr, &all, &n_all)) goto out;
-    if ((rc = zl_pipeline_prepare(r->srv, &r->ctl, q, all, n_all, &p, &e))) {
-        ret = zl_reply_verr(r, rc, &e);
-        goto out;
-    }
+    if (zl_pipeline_ready(r, q, sr, &r->ctl, &p)) goto out;
     zl_sess_params(sr, &p.gp);
     sr = NULL; /* the generation ends it */
-    int busy = 0;
-    zl_gen *g = zl_pipeline_submit(r->srv->sched, &p, r->t_start, &busy);
-    if (!g) {
-        ret = busy ? zl_reply_error(r, ZL_E_BUSY, NULL, "the server is at capacity; retry shortly")
-                   : zl_reply_error(r, ZL_E_INTERNAL, NULL, "out of memory");
-        goto out;
-    }
+    zl_gen *g = zl_pipeline_start(r, &p);
+    if (!g) goto out;
     zl_result res;
     zl_result_init(&res, q, &p, g, em, q->model ? q->model : r->srv->model_id);
     ret = q->stream ? reply_stream(r, &res, em) : reply_whole(r, &res, em);
 out:
     zl_sess_close(sr);
-    free(all);
     zl_prepared_free(&p);
     zl_request_free(q);
     return ret;

@@ -40,6 +40,16 @@ int zl_pipeline_prepare(zl_srv *srv, const zl_req_ctl *ctl, const zl_request *q,
 int zl_pipeline_count(zl_srv *srv, const zl_request *q, zl_prepared *p, zl_verr *e);
 /* Submit every choice; NULL with *busy = 1 when the queue is full. */
 zl_gen *zl_pipeline_submit(zl_sched *s, zl_prepared *p, double t_start, int *busy);
+
+/* The steps of zl_pipeline_run that a session's typing-ahead (api_sessions.c)
+ * shares.  ready: the session rules when r runs on a session (r->sess_id),
+ * the conversation of a chat kind after sr's stored turns (zl_sess_merge),
+ * then zl_pipeline_prepare under ctl (NULL: the scheduler's defaults).
+ * start: zl_pipeline_submit with p->gp as the caller left it (hooks set).
+ * Both reply on failure (ready: -1; start: NULL); p is to be freed with
+ * zl_prepared_free either way. */
+int zl_pipeline_ready(zl_req *r, const zl_request *q, zl_sess_req *sr, const zl_req_ctl *ctl, zl_prepared *p);
+zl_gen *zl_pipeline_start(zl_req *r, zl_prepared *p);
 void zl_prepared_free(zl_prepared *p);
 /* A result over g for q/p (id drawn with em->id_prefix). */
 void zl_result_init(zl_result *res, const zl_request *q, const zl_prepared *p, zl_gen *g, const zl_emitter *em,

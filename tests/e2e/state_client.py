@@ -1,7 +1,7 @@
 """state_client.py — the HTTP client the session-state e2e scripts share
-(server_state_budget.sh, server_state_dir.sh, server_state_models.sh): JSON
-requests as tenant alice with the session token in X-Zerolayer-Session, each
-answer as (status, JSON body), errors included."""
+(server_state_budget.sh, server_state_dir.sh, server_state_models.sh,
+server_prefill.sh): JSON requests as tenant alice with the session token in
+X-Zerolayer-Session, each answer as (status, JSON body), errors included."""
 import json
 import urllib.error
 import urllib.request

@@ -80,6 +80,7 @@ typedef struct step_work {
     const char *msg;     /* forward or sample: the error's message (the batch's, err's, the constraint's) */
     zl_err err;          /* forward: a solo forward's error */
     int n_out, n_acc;    /* sample: tokens chosen; ring: the accepted drafts among them */
+    int par;             /* sample: its token is chosen on the pool, beside the other unconstrained ones */
     zl_job_tok tok;      /* sample: the plain token (with its logprobs) */
     int32_t ring[ZL_JOB_RING_OUT]; /* sample: a ring step's accepted drafts, then the next token */
     int trim;            /* commit: tokens the sequence keeps after finishing inside a ring step, 0 = all */

@@ -99,6 +99,7 @@ typedef struct sched_step_buf {
     zl_err err;         /* the batch forward's error */
     double batch_ms;    /* the batch forward's wall time */
     double solo_ms;     /* the solo forwards' wall time */
+    double sample_ms;   /* the sample stage's wall time (its draws run on several threads) */
     zl_job **admitted, **dead; /* n_parallel: jobs admitted / reaped this iteration */
 } sched_step_buf;
 

@@ -86,7 +86,6 @@ static void job_flush(zl_sched *s, zl_job *j) {
     j->report.ring_accepted += j->unflushed_accepted;
     j->unflushed_evicted = j->unflushed_drafted = j->unflushed_accepted = 0;
     j->report.sample_ms += j->unflushed_sample_ms;
-    s->sample_ms += j->unflushed_sample_ms;
     j->unflushed_sample_ms = 0;
     j->report.kv_read_bytes = j->kv_read;
     j->report.kv_read_steps = j->kv_steps;
@@ -278,7 +277,7 @@ static void par_sample_worker(void *ctx, int ith, int nth) {
 static void sched_sample(zl_sched *s) {
     sched_step_buf *st = &s->st;
     /* the step time measures decode speed only when no prompt chunk rode along */
-    double step_ms = st->n_items == st->n_decode ? st->batch_ms : 0;
+    double step_ms = st->n_items == st->n_decode ? st->batch_ms : 0, t0 = zl_now_ms();
     int n_par = 0;
     for (int k = 0; k < st->n_work; k++) {
         step_work *w = &st->work[k];
@@ -307,6 +306,7 @@ static void sched_sample(zl_sched *s) {
     }
     par_sample ps = {s};
     if (n_par) zl_pool_run(n_par > 1 ? s->llm->pool : NULL, par_sample_worker, &ps);
+    st->sample_ms = zl_now_ms() - t0;
 }
 
 /* ---- stage 4: commit ----
@@ -350,6 +350,7 @@ static void sched_commit(zl_sched *s) {
     }
     if (st->n_work) s->steps++;
     s->forward_ms += st->batch_ms + st->solo_ms;
+    s->sample_ms += st->sample_ms; /* engine thread time; a job's report has its own draws' time */
 }
 
 /* After sched_commit, without the lock: cut the sequences of jobs that

@@ -8,6 +8,8 @@
 
 typedef struct { int id; float logit; } cand;
 
+enum { SCAN_BLOCK = 512 };
+
 struct zl_sampler {
     zl_sampler_params p;
     int n_vocab;
@@ -16,7 +18,8 @@ struct zl_sampler {
     int *hist;
     int n_hist, cap_hist;
     int *counts; /* scratch: occurrences of each token in the window */
-    float *pr;   /* scratch: quickselect, probabilities of the top-k candidates */
+    float *pr;   /* scratch: selection buffer, exp values, probabilities of the top-k candidates */
+    double *blk; /* scratch: the running sum of the unfiltered draw at the end of each SCAN_BLOCK entries */
     zl_sampler_bias *bias; /* owned copy of p.bias (in-vocabulary entries only) */
     int n_bias;
     zl_sampler_constraint con; /* con.mask NULL: none */
@@ -61,7 +64,8 @@ zl_sampler *zl_sampler_new(const zl_sampler_params *p, int n_vocab) {
     s->c = malloc((size_t)n_vocab * sizeof *s->c);
     s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
     s->pr = malloc((size_t)n_vocab * sizeof *s->pr);
-    if (!s->c || !s->counts || !s->pr) { zl_sampler_free(s); return NULL; }
+    s->blk = malloc(((size_t)n_vocab / SCAN_BLOCK + 1) * sizeof *s->blk);
+    if (!s->c || !s->counts || !s->pr || !s->blk) { zl_sampler_free(s); return NULL; }
     if (p->n_bias > 0 && p->bias) {
         if (!(s->bias = malloc((size_t)p->n_bias * sizeof *s->bias))) { zl_sampler_free(s); return NULL; }
         for (int i = 0; i < p->n_bias; i++)
@@ -79,6 +83,7 @@ void zl_sampler_free(zl_sampler *s) {
     free(s->hist);
     free(s->counts);
     free(s->pr);
+    free(s->blk);
     free(s->bias);
     free(s->saved);
     free(s);
@@ -127,11 +132,38 @@ static int cmp_cand(const void *a, const void *b) {
     return x->id - y->id;
 }
 
-/* k-th largest of logits (1-based) by quickselect over the pr scratch. */
-static float kth_largest(zl_sampler *s, const float *logits, int k) {
-    float *a = s->pr;
-    int n = s->n_vocab;
-    memcpy(a, logits, (size_t)n * sizeof *a);
+/* The largest logit, as the scalar loop `m = l[i] > m ? l[i] : m` from
+ * m = l[0] finds it (NaNs never win unless l[0] is one; the sign of a zero
+ * maximum may differ, which no caller can see), in eight independent lanes
+ * the compiler can vectorise. */
+static float max_of(const float *l, int n) {
+    float m[8];
+    for (int k = 0; k < 8; k++) m[k] = l[0];
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) m[k] = l[i + k] > m[k] ? l[i + k] : m[k];
+    for (; i < n; i++) m[0] = l[i] > m[0] ? l[i] : m[0];
+    float r = m[0];
+    for (int k = 1; k < 8; k++) r = m[k] > r ? m[k] : r;
+    return r;
+}
+
+/* The first index of the largest logit (0 when l[0] is NaN): what the loop
+ * `if (l[i] > l[best]) best = i` returns, without its chain through a load. */
+static int argmax(const float *l, int n) {
+    float m = max_of(l, n);
+    for (int b = 0; b < n; b += 64) {
+        int e = b + 64 < n ? b + 64 : n, hit = 0;
+        for (int i = b; i < e; i++) hit |= l[i] == m;
+        if (hit)
+            for (int i = b; i < e; i++)
+                if (l[i] == m) return i;
+    }
+    return 0;
+}
+
+/* k-th largest of a[0..n) (1-based) by quickselect, reordering a. */
+static float quickselect(float *a, int n, int k) {
     int lo = 0, hi = n - 1, want = k - 1;
     while (lo < hi) {
         float piv = a[(lo + hi) / 2];
@@ -146,6 +178,54 @@ static float kth_largest(zl_sampler *s, const float *logits, int k) {
         else break;
     }
     return a[want];
+}
+
+/* k-th largest of logits (1-based).  One pass keeps, in the pr scratch, only
+ * values that can still be among the k largest: when the buffer fills, its
+ * k-th largest becomes a floor (values below it are out; values equal to it
+ * are kept up to k in all, more copies cannot change the k-th value) and
+ * later values must exceed it.  The result is the value itself, so it equals
+ * a quickselect over the whole vocabulary; with a NaN among the logits (no
+ * order) or a k near n it is that quickselect. */
+static float kth_largest(zl_sampler *s, const float *logits, int k) {
+    float *a = s->pr;
+    int n = s->n_vocab, cap = 4 * k + 1024;
+    if (cap >= n / 2) {
+        memcpy(a, logits, (size_t)n * sizeof *a);
+        return quickselect(a, n, k);
+    }
+    int m = 0, floored = 0, nan = 0;
+    float floor = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        float v = logits[i];
+        nan |= v != v;
+        if (floored ? v > floor : v >= floor) {
+            a[m++] = v;
+            if (m == cap) {
+                float t = quickselect(a, m, k);
+                int w = 0, gt = 0;
+                for (int j = 0; j < m; j++) gt += a[j] > t;
+                for (int j = 0, eq = k - gt; j < m; j++)
+                    if (a[j] > t || (a[j] == t && eq-- > 0)) a[w++] = a[j];
+                m = w;
+                floor = t;
+                floored = 1;
+            }
+        }
+    }
+    if (nan) {
+        memcpy(a, logits, (size_t)n * sizeof *a);
+        return quickselect(a, n, k);
+    }
+    return quickselect(a, m, k);
+}
+
+/* expf(x) >= min_p, calling expf only near the cut: far from ln(min_p) the
+ * answer is the same for any expf within 1% of exp (far looser than any libm). */
+static int min_p_keeps(float x, float min_p, float ln_min_p) {
+    if (x < ln_min_p - 0.01f) return 0;
+    if (x > ln_min_p + 0.01f) return 1;
+    return expf(x) >= min_p;
 }
 
 /* The candidates at or above the k-th largest logit, sorted (logit
@@ -196,8 +276,7 @@ static int filter(zl_sampler *s, const float *logits) {
         }
     } else if (p->top_p < 1.0f) {
         /* the whole vocabulary's mass, then sorted heads of growing size */
-        mx = logits[0];
-        for (int i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+        mx = max_of(logits, n);
         double sum = 0;
         for (int i = 0; i < n; i++) sum += expf(logits[i] - mx);
         int head = 64;
@@ -211,19 +290,30 @@ static int filter(zl_sampler *s, const float *logits) {
             if (keep || m >= n) { n = keep ? keep : m; break; }
             head *= 4;
         }
+    } else if (p->min_p > 0.0f) {
+        /* min-p alone: its survivors straight from the logits, in id order */
+        mx = max_of(logits, n);
+        float ln_min_p = logf(p->min_p);
+        int m = 0, top = 0;
+        for (int i = 0; i < n; i++) {
+            int first_max = !top && logits[i] == mx;
+            top |= first_max;
+            if (first_max || min_p_keeps(logits[i] - mx, p->min_p, ln_min_p)) s->c[m++] = (cand){i, logits[i]};
+        }
+        n = m;
     } else {
         for (int i = 0; i < n; i++) s->c[i] = (cand){i, logits[i]};
-        mx = logits[0];
-        for (int i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+        mx = max_of(logits, n);
     }
-    if (p->min_p > 0.0f) {
+    if (p->min_p > 0.0f && (k < s->n_vocab || p->top_p < 1.0f)) {
         /* relative to the most likely token (probability ratio exp(l - mx));
          * that token itself always stays (the first of equal maxima) */
+        float ln_min_p = logf(p->min_p);
         int m = 0, top = 0;
         for (int i = 0; i < n; i++) {
             int first_max = !top && s->c[i].logit == mx;
             top |= first_max;
-            if (first_max || expf(s->c[i].logit - mx) >= p->min_p) s->c[m++] = s->c[i];
+            if (first_max || min_p_keeps(s->c[i].logit - mx, p->min_p, ln_min_p)) s->c[m++] = s->c[i];
         }
         n = m;
     }
@@ -267,33 +357,40 @@ int zl_sampler_sample(zl_sampler *s, float *logits) {
 static int sample_unconstrained(zl_sampler *s, float *logits) {
     apply_bias(s, logits);
     apply_penalties(s, logits);
-    if (s->p.temp <= 0.0f) {
-        int best = 0;
-        for (int i = 1; i < s->n_vocab; i++)
-            if (logits[i] > logits[best]) best = i;
-        return best;
-    }
+    if (s->p.temp <= 0.0f) return argmax(logits, s->n_vocab);
     const zl_sampler_params *p = &s->p;
     if ((p->top_k <= 0 || p->top_k >= s->n_vocab) && p->top_p >= 1.0f && p->min_p <= 0.0f) {
-        /* no filter: one pass of exp(l / T) in id order, then the draw
-         * against the unnormalised running sum */
-        int nv = s->n_vocab;
-        float mx = logits[0];
-        for (int i = 1; i < nv; i++) mx = logits[i] > mx ? logits[i] : mx;
+        /* no filter: exp((l - max) / T) in id order, summed in that order
+         * (the running sum is kept at each block's end), then the draw
+         * against the unnormalised running sum: the scan starts in the first
+         * block whose end sum exceeds it, which is where the walk from the
+         * first entry would stop */
+        int nv = s->n_vocab, nb = (nv + SCAN_BLOCK - 1) / SCAN_BLOCK;
+        float mx = max_of(logits, nv), t = p->temp, *pr = s->pr;
+        for (int i = 0; i < nv; i++) pr[i] = (logits[i] - mx) / t;
         double sum = 0;
-        for (int i = 0; i < nv; i++) {
-            s->pr[i] = expf((logits[i] - mx) / p->temp);
-            sum += s->pr[i];
+        for (int b = 0; b < nb; b++) {
+            int e = (b + 1) * SCAN_BLOCK < nv ? (b + 1) * SCAN_BLOCK : nv;
+            for (int i = b * SCAN_BLOCK; i < e; i++) {
+                pr[i] = expf(pr[i]);
+                sum += pr[i];
+            }
+            s->blk[b] = sum;
         }
-        double r = zl_sampler_uniform(s) * sum, cum = 0;
-        int last = 0;
-        for (int i = 0; i < nv; i++) {
-            if (s->pr[i] <= 0.0f) continue;
-            cum += s->pr[i];
+        double r = zl_sampler_uniform(s) * sum;
+        int b0 = 0;
+        while (b0 < nb && s->blk[b0] <= r) b0++;
+        double cum = b0 ? s->blk[b0 - 1] : 0;
+        int last = -1;
+        for (int i = b0 * SCAN_BLOCK; i < nv; i++) {
+            if (pr[i] <= 0.0f) continue;
+            cum += pr[i];
             last = i;
             if (r < cum) return i;
         }
-        return last;
+        for (int i = b0 * SCAN_BLOCK - 1; i >= 0 && last < 0; i--)
+            if (!(pr[i] <= 0.0f)) last = i;
+        return last < 0 ? 0 : last;
     }
     int n = filter(s, logits);
     double r = zl_sampler_uniform(s), cum = 0;
@@ -309,10 +406,7 @@ void zl_sampler_probs(zl_sampler *s, float *logits, float *probs) {
     apply_penalties(s, logits);
     memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
     if (s->p.temp <= 0.0f) {
-        int best = 0;
-        for (int i = 1; i < s->n_vocab; i++)
-            if (logits[i] > logits[best]) best = i;
-        probs[best] = 1.0f;
+        probs[argmax(logits, s->n_vocab)] = 1.0f;
         return;
     }
     int n = filter(s, logits);

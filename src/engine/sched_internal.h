@@ -80,6 +80,7 @@ typedef struct step_work {
     const char *msg;     /* forward or sample: the error's message (the batch's, err's, the constraint's) */
     zl_err err;          /* forward: a solo forward's error */
     int n_out, n_acc;    /* sample: tokens chosen; ring: the accepted drafts among them */
+    int par;             /* sample: its token is chosen on the pool, beside the other unconstrained ones */
     zl_job_tok tok;      /* sample: the plain token (with its logprobs) */
     int32_t ring[ZL_JOB_RING_OUT]; /* sample: a ring step's accepted drafts, then the next token */
     int trim;            /* commit: tokens the sequence keeps after finishing inside a ring step, 0 = all */
@@ -98,6 +99,7 @@ typedef struct sched_step_buf {
     zl_err err;         /* the batch forward's error */
     double batch_ms;    /* the batch forward's wall time */
     double solo_ms;     /* the solo forwards' wall time */
+    double sample_ms;   /* the sample stage's wall time (its draws run on several threads) */
     zl_job **admitted, **dead; /* n_parallel: jobs admitted / reaped this iteration */
 } sched_step_buf;
 

@@ -86,7 +86,6 @@ static void job_flush(zl_sched *s, zl_job *j) {
     j->report.ring_accepted += j->unflushed_accepted;
     j->unflushed_evicted = j->unflushed_drafted = j->unflushed_accepted = 0;
     j->report.sample_ms += j->unflushed_sample_ms;
-    s->sample_ms += j->unflushed_sample_ms;
     j->unflushed_sample_ms = 0;
     j->report.kv_read_bytes = j->kv_read;
     j->report.kv_read_steps = j->kv_steps;
@@ -251,29 +250,52 @@ static int job_ring_verify(zl_job *j, double step_ms, int32_t *out, int *acc_out
     return acc + 1;
 }
 
+/* The plain, unconstrained entries of a step (w->par), shared out over the
+ * kernel pool by rank: their samplers, sequences and jobs are disjoint, and
+ * the pool is idle between two forwards of the engine thread. */
+typedef struct { zl_sched *s; } par_sample;
+
+static void par_sample_worker(void *ctx, int ith, int nth) {
+    zl_sched *s = ((par_sample *)ctx)->s;
+    for (int k = 0, rank = 0; k < s->st.n_work; k++) {
+        step_work *w = &s->st.work[k];
+        if (!w->par) continue;
+        if (rank++ % nth == ith) job_sample(s, w->job, &w->tok);
+    }
+}
+
 /* ---- stage 3: sample ----
  * The one place tokens are chosen: for every entry fed without error, the
  * next token of a decoding job, the verification of a ring job, the first
  * token of a job whose prompt completed (none for prefill-only jobs).
+ * Ring verifications and constrained draws run here on the engine thread;
+ * the plain unconstrained draws (each a pass over the vocabulary) run on
+ * the kernel pool, one job per thread at a time.
  * A constraint that broke down while choosing (a grammar over its work
  * bound) turns the entry into a failed one, as a failed forward is.
  * Engine thread, no lock; nothing is published yet. */
 static void sched_sample(zl_sched *s) {
     sched_step_buf *st = &s->st;
     /* the step time measures decode speed only when no prompt chunk rode along */
-    double step_ms = st->n_items == st->n_decode ? st->batch_ms : 0;
+    double step_ms = st->n_items == st->n_decode ? st->batch_ms : 0, t0 = zl_now_ms();
+    int n_par = 0;
     for (int k = 0; k < st->n_work; k++) {
         step_work *w = &st->work[k];
         zl_job *j = w->job;
-        w->n_out = w->n_acc = 0;
+        w->n_out = w->n_acc = w->par = 0;
         if (w->rc) continue;
         if (w->kind == WORK_RING) {
             w->n_out = job_ring_verify(j, step_ms, w->ring, &w->n_acc);
             continue;
         }
         if ((w->kind == WORK_PROMPT || w->kind == WORK_SOLO) && (j->n_fed < j->n_prompt || j->prefill_only)) continue;
-        job_sample(s, j, &w->tok);
         w->n_out = 1;
+        if (!j->con.mask) {
+            w->par = 1;
+            n_par++;
+            continue;
+        }
+        job_sample(s, j, &w->tok);
         const char *why = NULL;
         int code = j->con.error ? j->con.error(j->con.ud, &why) : 0;
         if (code) { /* the constraint broke down: the token is its fallback, and the job ends with the error */
@@ -282,6 +304,9 @@ static void sched_sample(zl_sched *s) {
             w->n_out = 0;
         }
     }
+    par_sample ps = {s};
+    if (n_par) zl_pool_run(n_par > 1 ? s->llm->pool : NULL, par_sample_worker, &ps);
+    st->sample_ms = zl_now_ms() - t0;
 }
 
 /* ---- stage 4: commit ----
@@ -325,6 +350,7 @@ static void sched_commit(zl_sched *s) {
     }
     if (st->n_work) s->steps++;
     s->forward_ms += st->batch_ms + st->solo_ms;
+    s->sample_ms += st->sample_ms; /* engine thread time; a job's report has its own draws' time */
 }
 
 /* After sched_commit, without the lock: cut the sequences of jobs that

@@ -10,11 +10,17 @@ static atomic_ullong g_kv_allocs;
 
 unsigned long long zl_kv_allocs(void) { return atomic_load(&g_kv_allocs); }
 
-/* Large caches come straight from mmap, zero and untouched until written,
- * advised for transparent huge pages: attention reads every row of a layer
- * once per token, and with 4 KiB pages a deep cache costs a TLB miss per page
- * (at 4,096 positions, 2 MiB of K and V per layer).  *mapped gets the size
- * (0: an ordinary calloc). */
+/* Large caches come straight from mmap, zero and untouched until written:
+ * a sequence holds the pages its rows touch, not its whole context.  They
+ * are advised for transparent huge pages only once half the context is in
+ * use (kv_note_use): attention reads every row of a layer once per token,
+ * and with 4 KiB pages a deep cache costs a TLB miss per page (at 4,096
+ * positions, 2 MiB of K and V per layer); but a 2 MiB page faults in whole,
+ * and a layer's region of a small model is under 2 MiB, so advised from the
+ * start every layer's first row would make the whole cache resident at the
+ * first token (8 slots of SmolLM2-135M at 4,096 positions: 750 MiB for a
+ * few short requests).  From half on, the cache holds at most twice what
+ * its rows use.  *mapped gets the size (0: an ordinary calloc). */
 #define ZL_KV_MAP_MIN ((size_t)2 << 20)
 
 static uint8_t *kv_mem(size_t bytes, size_t *mapped) {
@@ -24,14 +30,21 @@ static uint8_t *kv_mem(size_t bytes, size_t *mapped) {
     }
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
-    madvise(p, bytes, MADV_HUGEPAGE);
     *mapped = bytes;
     return p;
 }
 
+static void kv_note_use(zl_kv *kv) {
+    int hi = kv->n_dirty > kv->n_used ? kv->n_dirty : kv->n_used;
+    if (!kv->mapped || kv->huge || 2 * (long)hi < kv->n_ctx) return;
+    madvise(kv->k, kv->mapped, MADV_HUGEPAGE);
+    madvise(kv->v, kv->mapped, MADV_HUGEPAGE);
+    kv->huge = 1;
+}
+
 size_t zl_kv_bytes_held(const zl_kv *kv) {
     size_t layer = (size_t)kv->n_ctx * kv->row_bytes;
-    if (kv->mapped) { /* rows 0 .. max(n_used, n_dirty) of each layer have been written */
+    if (kv->mapped && !kv->huge) { /* rows 0 .. max(n_used, n_dirty) of each layer have been written */
         int hi = kv->n_dirty > kv->n_used ? kv->n_dirty : kv->n_used;
         size_t page = 4096, used = ((size_t)hi * kv->row_bytes + page - 1) / page * page;
         layer = used < layer ? used : layer;
@@ -130,6 +143,7 @@ void zl_kv_cover(zl_kv *kv, int pos, int scratch) {
     ZL_ASSERT(pos >= 0 && pos < kv->n_ctx);
     int *end = scratch ? &kv->n_dirty : &kv->n_used;
     if (pos + 1 > *end) *end = pos + 1;
+    kv_note_use(kv);
 }
 
 size_t zl_kv_bytes(const zl_kv *kv) { return 2 * (size_t)kv->n_layers * kv->n_ctx * kv->row_bytes; }

@@ -40,6 +40,7 @@ typedef struct zl_kv {
     size_t row_bytes; /* bytes of one K (or V) row */
     uint8_t *k, *v;   /* [n_layers][n_ctx][row] */
     size_t mapped;    /* bytes of each of k and v when they are mappings (kv.c), else 0 */
+    int huge;         /* the mappings are advised for huge pages (from half the context in use, kv.c) */
     int n_used;       /* positions 0..n_used-1 are in use; the next token goes to position n_used */
     int n_dirty;      /* positions up to here may hold rows past n_used: a draft pass's scratch
                          (zl_fwd_part.keep_used, full policy only); truncation zeroes them too */
@@ -148,7 +149,9 @@ size_t zl_kv_piece(const zl_kv *kv, int rows, size_t piece, int p, void **at);
 /* Entries cached per layer, on average (rounded up): n_used without slices. */
 int zl_kv_cached(const zl_kv *kv);
 /* Memory the cache holds now (K and V): a heap cache its whole allocation
- * (calloc'd, then written), a mapped one the 4 KiB pages its rows touch. */
+ * (calloc'd, then written), a mapped one the 4 KiB pages its rows touch;
+ * counted whole once the mapping is advised for huge pages (half the
+ * context in use), which may fault 2 MiB at a time. */
 size_t zl_kv_bytes_held(const zl_kv *kv);
 
 /* Install a slicing policy.  budget 0 or > n_ctx is clamped to n_ctx;

@@ -547,10 +547,15 @@ static int parse_number(gp *P, long *v) {
     return 0;
 }
 
+/* One repetition operator on the item just parsed.  A second one right
+ * after it is refused: it would apply to an item the first one rewrote (or
+ * removed, as x{0} does); (x{2})* says which is meant. */
 static int parse_postfix(gp *P, int rule, pseq *q, size_t item_at) {
-    while (P->i < P->n) {
+    for (int ops = 0; P->i < P->n; ops++) {
         char c = P->s[P->i];
         size_t at = P->i;
+        if (ops && (c == '*' || c == '+' || c == '?' || c == '{'))
+            return failat(P, at, "a repetition operator right after another: put the repeated item in parentheses");
         if (c == '*' || c == '+' || c == '?') {
             P->i++;
             if (apply_repeat(P, rule, q, c == '+' ? 1 : 0, c == '?' ? 1 : -1)) return -1;

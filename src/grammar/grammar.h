@@ -8,7 +8,7 @@
  *             [a-z0-9_]   [^"\\]             character classes over code points (ranges, ^ negates)
  *             .                              any code point
  *             name        ( alts )           a rule reference, a group
- *   postfix   * + ? {m} {m,} {m,n}           repetition (m, n <= 10000)
+ *   postfix   * + ? {m} {m,} {m,n}           repetition (m, n <= 10000), one per item: (x{2})*
  *   comments  # to the end of the line
  * The root is the rule named "root" unless the caller names another.  Text is
  * matched as UTF-8 bytes: classes are compiled to byte sequences, so a

@@ -125,6 +125,29 @@ Test(grammar_limits, optional_run_matches_within_the_bound) {
     zl_grammar_free(g);
 }
 
+/* A second repetition operator would apply to what the first one made of the
+ * item (x{0} leaves nothing: the fuzzer's stacked_repetition read before the
+ * sequence); it is refused, and the grouped forms mean what they say. */
+Test(grammar_limits, stacked_repetition_refused) {
+    const char *want = "a repetition operator right after another: put the repeated item in parentheses";
+    char msg[200];
+    snprintf(msg, sizeof msg, "grammar: line 1 column 14: %s", want);
+    parse_err("root ::= a{0}+ b\na ::= \"x\"\nb ::= \"y\"", ZL_EINVAL, msg);
+    parse_err("root ::= \"x\"*?", ZL_EINVAL, msg);
+    snprintf(msg, sizeof msg, "grammar: line 1 column 17: %s", want);
+    parse_err("root ::= \"ab\"{2}{3}", ZL_EINVAL, msg);
+    zl_grammar *g = parse_ok("root ::= (\"x\"{2})* \"y\"");
+    zl_gmatch *m = NULL;
+    cr_assert_eq(zl_gmatch_new(&m, g, NULL), 0);
+    cr_assert_eq(zl_gmatch_feed(m, "xxxxy", 5), 0);
+    cr_assert(zl_gmatch_done(m));
+    zl_gmatch_reset(m);
+    cr_assert_eq(zl_gmatch_feed(m, "xxx", 3), 0);
+    cr_assert_eq(zl_gmatch_feed(m, "y", 1), ZL_EINVAL);
+    zl_gmatch_free(m);
+    zl_grammar_free(g);
+}
+
 Test(grammar_limits, repetition_count_past_10000) {
     parse_err("root ::= \"a\"{10001}", ZL_EINVAL, "grammar: line 1 column 14: repetition count above 10000");
     parse_err("root ::= \"a\"{2,10001}", ZL_EINVAL, "grammar: line 1 column 16: repetition count above 10000");

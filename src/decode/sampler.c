@@ -398,7 +398,8 @@ static int sample_unconstrained(zl_sampler *s, float *logits) {
         cum += s->c[i].logit;
         if (r < cum) return s->c[i].id;
     }
-    return s->c[n - 1].id;
+    /* nothing survived the filter (a NaN logit can make the k-th largest NaN): the first largest logit */
+    return n ? s->c[n - 1].id : argmax(logits, s->n_vocab);
 }
 
 void zl_sampler_probs(zl_sampler *s, float *logits, float *probs) {

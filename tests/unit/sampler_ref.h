@@ -300,6 +300,12 @@ static int sample_unconstrained(ref_sampler *s, float *logits) {
         cum += s->c[i].logit;
         if (r < cum) return s->c[i].id;
     }
+    if (!n) { /* nothing survived the filter: the first largest logit (the old code read c[-1] here) */
+        int best = 0;
+        for (int i = 1; i < s->n_vocab; i++)
+            if (logits[i] > logits[best]) best = i;
+        return best;
+    }
     return s->c[n - 1].id;
 }
 

@@ -18,7 +18,9 @@
     "json-object ::= \"{\" ( json-string \":\" sp json-value ( \",\" sp json-string \":\" sp json-value )* )? \"}\"\n" \
     "json-array ::= \"[\" ( json-value ( \",\" sp json-value )* )? \"]\"\n" \
     "json-string ::= \"\\\"\" json-char* \"\\\"\"\n" \
-    "json-char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n" \
+    "json-char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" json-hex4 )\n" \
+    "json-hex4 ::= [1-9a-fA-F] json-hex{3} | \"0\" ( [1-9a-fA-F] json-hex{2} | \"0\" ( [1-9a-fA-F] json-hex | \"0\" [1-9a-fA-F] ) )\n" \
+    "json-hex ::= [0-9a-fA-F]\n" \
     "json-int ::= \"0\" | [1-9] [0-9]{0,15}\n" \
     "json-integer ::= \"-\"? json-int\n" \
     "json-number ::= \"-\"? json-int ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n" \
@@ -95,6 +97,16 @@ static void lit_json(zl_buf *b, const gj *v) {
 }
 
 static int compile(jsc *C, const gj *s, const char *path, char *name, int depth);
+
+/* Whether a value holds a string with a NUL byte anywhere inside it.  Output
+ * never holds "\u0000" (json-hex4 above): the server's JSON readers refuse
+ * it, so a constrained answer must not need it. */
+static int holds_nul(const gj *v) {
+    if (v->t == GJ_STR) return memchr(v->s, 0, v->len) != NULL;
+    for (int k = 0; (v->t == GJ_ARR || v->t == GJ_OBJ) && k < v->n; k++)
+        if (holds_nul(v->kid[k])) return 1;
+    return 0;
+}
 
 static void sub_path(char *dst, const char *path, const char *a, const char *b) {
     if (b) snprintf(dst, 256, "%.120s/%.60s/%.60s", path, a, b);
@@ -308,6 +320,8 @@ static int compile(jsc *C, const gj *s, const char *path, char *name, int depth)
     if (cst || en) {
         if (n_kw > 1 && !(gj_get(s, "type") && n_kw == 2))
             rc = jsfail(C, ZL_EUNSUP, path, "%s", "keywords beside 'const'/'enum' other than 'type' are not supported");
+        else if ((cst && holds_nul(cst)) || (en && holds_nul(en)))
+            rc = jsfail(C, ZL_EUNSUP, path, "%s", "a 'const'/'enum' string holding a NUL (\\u0000) is not supported");
         else if (cst) lit_json(&alt, cst);
         else if (en->t != GJ_ARR || !en->n) rc = jsfail(C, ZL_EINVAL, path, "%s", "'enum' must be a non-empty array");
         else

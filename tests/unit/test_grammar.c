@@ -146,6 +146,22 @@ Test(json_schema, arrays_refs_anyof_const) {
     zl_grammar_free(g);
 }
 
+/* The server's JSON readers (jansson without JSON_ALLOW_NUL, gj for keys)
+ * refuse "\u0000": a constrained answer never contains it. */
+Test(json_schema, output_never_holds_a_nul_escape) {
+    zl_grammar *g = schema_ok("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}");
+    cr_assert(matches(g, "{\"k\":\"\\u0001\\u0010\\u0100\\u1000\\uFFFF\\u00e9\"}"));
+    cr_assert(!matches(g, "{\"k\":\"a\\u0000\"}"));
+    cr_assert(!matches(g, "{\"\\u0000\":\"a\"}"));
+    zl_grammar_free(g);
+    g = schema_ok("{}");
+    cr_assert(matches(g, "[\"\\u000a\"]"));
+    cr_assert(!matches(g, "[\"\\u0000\"]"));
+    zl_grammar_free(g);
+    schema_err("{\"const\":\"a\\u0000\"}", ZL_EUNSUP, "holding a NUL");
+    schema_err("{\"enum\":[\"a\",{\"k\":[\"\\u0000\"]}]}", ZL_EUNSUP, "holding a NUL");
+}
+
 Test(json_schema, unsupported_and_malformed_are_named) {
     schema_err("{\"type\":\"string\",\"pattern\":\"^a\"}", ZL_EUNSUP, "unsupported keyword 'pattern' at /");
     schema_err("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0}}}", ZL_EUNSUP,

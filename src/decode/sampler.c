@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/cpu.h"
+#include "../tensor/vexp.h"
+
 typedef struct { int id; float logit; } cand;
 
 enum { SCAN_BLOCK = 512 };
@@ -24,6 +27,9 @@ struct zl_sampler {
     int n_bias;
     zl_sampler_constraint con; /* con.mask NULL: none */
     float *saved;              /* n_vocab: the logits before a first, unconstrained draw */
+    zl_vexp_sum_fn vexp;       /* the unfiltered draw's approximate exp (tensor/vexp.h) */
+    double *eblk;              /* scratch: SCAN_BLOCK of its terms */
+    uint64_t n_fast, n_exact;  /* unfiltered draws decided by the approximation / by the exact path */
 };
 
 zl_sampler_params zl_sampler_defaults(void) {
@@ -65,7 +71,9 @@ zl_sampler *zl_sampler_new(const zl_sampler_params *p, int n_vocab) {
     s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
     s->pr = malloc((size_t)n_vocab * sizeof *s->pr);
     s->blk = malloc(((size_t)n_vocab / SCAN_BLOCK + 1) * sizeof *s->blk);
-    if (!s->c || !s->counts || !s->pr || !s->blk) { zl_sampler_free(s); return NULL; }
+    s->eblk = malloc(SCAN_BLOCK * sizeof *s->eblk);
+    s->vexp = zl_vexp_sum_fn_for(zl_cpu_max_isa());
+    if (!s->c || !s->counts || !s->pr || !s->blk || !s->eblk) { zl_sampler_free(s); return NULL; }
     if (p->n_bias > 0 && p->bias) {
         if (!(s->bias = malloc((size_t)p->n_bias * sizeof *s->bias))) { zl_sampler_free(s); return NULL; }
         for (int i = 0; i < p->n_bias; i++)
@@ -84,6 +92,7 @@ void zl_sampler_free(zl_sampler *s) {
     free(s->counts);
     free(s->pr);
     free(s->blk);
+    free(s->eblk);
     free(s->bias);
     free(s->saved);
     free(s);
@@ -354,6 +363,71 @@ int zl_sampler_sample(zl_sampler *s, float *logits) {
     return t;
 }
 
+/* The unfiltered draw's token without expf, when it is certain to be the
+ * exact path's; -1 when not.  x[i] = (l_i - max) / T as that path computes
+ * it, u its uniform.
+ *
+ * The exact path takes p_i = expf(x_i) (float), C_j = the double running
+ * sum of p_0..p_j in id order, S = C_{n-1}, r = u·S (rounded), and returns
+ * the first j with C_j > r (so p_j > 0: a zero term leaves the sum as it
+ * was).  Here e_i = exp(x_i) within ZL_VEXP_REL_ERR relative or
+ * ZL_VEXP_ABS_ERR absolute (tensor/vexp.h), summed in double by block (the
+ * kernel's own order) and then in id order into D_j and S', r' = u·S'; j is
+ * the entry where r' falls: D_{j-1} <= r' < D_j (D_{-1} = 0).
+ *
+ * Bounds, with E_i = exp(x_i) exactly, P_j = E_0 + .. + E_j, n <= 2^23
+ * entries, u_d = 2^-53, g = n·u_d/(1 - n·u_d) (<= 2^-30; any order of double
+ * additions at most n deep errs by at most g times the sum of its
+ * non-negative terms):
+ *   libm:  |p_i - E_i| <= a·E_i + b, a = LIBM_EXPF_REL (2^-22: twice the
+ *          <= 1 ulp of glibc's and musl's expf), b = 2^-148 (below 2^-126 the
+ *          result is subnormal or 0, within 2 ulps of 2^-149);
+ *   kernel: |e_i - E_i| <= a'·E_i + b', a' = ZL_VEXP_REL_ERR, b' = ZL_VEXP_ABS_ERR;
+ *   so |C_j - P_j| <= (a + g + g·a)·P_j + n·b·(1 + g), and the same for D_j
+ *   with a', b'; with P_j <= D_j·(1 + 2a' + 2g) + 2n·b':
+ *     |C_j - D_j| <= K·D_j + B,  K = (a + a' + 3g)(1 + 2^-20),  B = 4n(b + b');
+ *   and for the draw (S against S', two roundings of the products):
+ *     |r - r'| <= u·|S - S'| + u_d·(r + r') <= (K + 4u_d)·r' + B.
+ * So D_{j-1} + [K·D_{j-1} + (K + 4u_d)·r' + 2B] < r' gives C_{j-1} < r, and
+ * r' + [K·D_j + (K + 4u_d)·r' + 2B] < D_j gives r < C_j: then the exact
+ * path's first C above r is C_j (C is non-decreasing), j itself.  The test
+ * below evaluates these in double with K + 2^-40 in place of K + 4u_d and 4B
+ * in place of 2B, which covers the few roundings of the test itself.  An
+ * entry whose e_i is below the margin (an underflowed one among them) can
+ * never pass it.  Anything not finite (a NaN or infinite logit makes S'
+ * NaN or r' outside the sums) falls to the exact path. */
+#define LIBM_EXPF_REL 0x1p-22
+static int fast_draw(zl_sampler *s, const float *x, int nb, double u) {
+    int nv = s->n_vocab;
+    if (nv > (1 << 23)) return -1;
+    double run = 0;
+    for (int b = 0; b < nb; b++) {
+        int o = b * SCAN_BLOCK, len = nv - o < SCAN_BLOCK ? nv - o : SCAN_BLOCK;
+        run += s->vexp(x + o, len, NULL);
+        s->blk[b] = run;
+    }
+    if (!(run >= 1.0 && run <= 1e300)) return -1; /* the maximum's term is 1; catches NaN */
+    double r = u * run;
+    int b0 = 0;
+    while (b0 < nb && s->blk[b0] <= r) b0++;
+    if (b0 == nb) return -1;
+    int o = b0 * SCAN_BLOCK, len = nv - o < SCAN_BLOCK ? nv - o : SCAN_BLOCK;
+    s->vexp(x + o, len, s->eblk);
+    double lo = b0 ? s->blk[b0 - 1] : 0, hi = lo;
+    int j = -1;
+    for (int i = 0; i < len && j < 0; i++) {
+        lo = hi;
+        hi += s->eblk[i];
+        if (r < hi) j = o + i;
+    }
+    if (j < 0) return -1;
+    double g = (double)nv * 0x1p-53 * (1.0 + 0x1p-29);
+    double K = (LIBM_EXPF_REL + ZL_VEXP_REL_ERR + 3.0 * g) * (1.0 + 0x1p-20) + 0x1p-40;
+    double B4 = 16.0 * (double)nv * (0x1p-148 + ZL_VEXP_ABS_ERR);
+    if (r - lo > K * (r + lo) + B4 && hi - r > K * (hi + r) + B4) return j;
+    return -1;
+}
+
 static int sample_unconstrained(zl_sampler *s, float *logits) {
     apply_bias(s, logits);
     apply_penalties(s, logits);
@@ -364,10 +438,18 @@ static int sample_unconstrained(zl_sampler *s, float *logits) {
          * (the running sum is kept at each block's end), then the draw
          * against the unnormalised running sum: the scan starts in the first
          * block whose end sum exceeds it, which is where the walk from the
-         * first entry would stop */
+         * first entry would stop.  fast_draw usually decides that token
+         * first, without expf (then this loop does not run). */
         int nv = s->n_vocab, nb = (nv + SCAN_BLOCK - 1) / SCAN_BLOCK;
         float mx = max_of(logits, nv), t = p->temp, *pr = s->pr;
         for (int i = 0; i < nv; i++) pr[i] = (logits[i] - mx) / t;
+        double u = zl_sampler_uniform(s);
+        int fast = fast_draw(s, pr, nb, u);
+        if (fast >= 0) {
+            s->n_fast++;
+            return fast;
+        }
+        s->n_exact++;
         double sum = 0;
         for (int b = 0; b < nb; b++) {
             int e = (b + 1) * SCAN_BLOCK < nv ? (b + 1) * SCAN_BLOCK : nv;
@@ -377,7 +459,7 @@ static int sample_unconstrained(zl_sampler *s, float *logits) {
             }
             s->blk[b] = sum;
         }
-        double r = zl_sampler_uniform(s) * sum;
+        double r = u * sum;
         int b0 = 0;
         while (b0 < nb && s->blk[b0] <= r) b0++;
         double cum = b0 ? s->blk[b0 - 1] : 0;
@@ -418,4 +500,11 @@ int zl_sampler_n_hist(const zl_sampler *s) { return s->n_hist; }
 
 void zl_sampler_truncate(zl_sampler *s, int n_hist) {
     if (n_hist >= 0 && n_hist < s->n_hist) s->n_hist = n_hist;
+}
+
+void zl_sampler_set_isa(zl_sampler *s, int isa) { s->vexp = zl_vexp_sum_fn_for(isa); }
+
+void zl_sampler_draw_counts(const zl_sampler *s, uint64_t *fast, uint64_t *exact) {
+    *fast = s->n_fast;
+    *exact = s->n_exact;
 }

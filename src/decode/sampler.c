@@ -27,7 +27,7 @@ struct zl_sampler {
     int n_bias;
     zl_sampler_constraint con; /* con.mask NULL: none */
     float *saved;              /* n_vocab: the logits before a first, unconstrained draw */
-    zl_vexp_sum_fn vexp;       /* the unfiltered draw's approximate exp (tensor/vexp.h) */
+    zl_vexp_sum_fn vexp;       /* the unfiltered draw's approximate exp (tensor/vexp.h); NULL: none */
     double *eblk;              /* scratch: SCAN_BLOCK of its terms */
     uint64_t n_fast, n_exact;  /* unfiltered draws decided by the approximation / by the exact path */
 };
@@ -72,7 +72,8 @@ zl_sampler *zl_sampler_new(const zl_sampler_params *p, int n_vocab) {
     s->pr = malloc((size_t)n_vocab * sizeof *s->pr);
     s->blk = malloc(((size_t)n_vocab / SCAN_BLOCK + 1) * sizeof *s->blk);
     s->eblk = malloc(SCAN_BLOCK * sizeof *s->eblk);
-    s->vexp = zl_vexp_sum_fn_for(zl_cpu_max_isa());
+    /* the scalar reference costs about what expf does: no fast path there */
+    s->vexp = zl_cpu_max_isa() > ZL_ISA_SCALAR ? zl_vexp_sum_fn_for(zl_cpu_max_isa()) : NULL;
     if (!s->c || !s->counts || !s->pr || !s->blk || !s->eblk) { zl_sampler_free(s); return NULL; }
     if (p->n_bias > 0 && p->bias) {
         if (!(s->bias = malloc((size_t)p->n_bias * sizeof *s->bias))) { zl_sampler_free(s); return NULL; }
@@ -364,8 +365,8 @@ int zl_sampler_sample(zl_sampler *s, float *logits) {
 }
 
 /* The unfiltered draw's token without expf, when it is certain to be the
- * exact path's; -1 when not.  x[i] = (l_i - max) / T as that path computes
- * it, u its uniform.
+ * exact path's; -1 when not.  u is that path's uniform; the kernel computes
+ * x_i = (l_i - max) / T in float as that path does.
  *
  * The exact path takes p_i = expf(x_i) (float), C_j = the double running
  * sum of p_0..p_j in id order, S = C_{n-1}, r = u·S (rounded), and returns
@@ -397,13 +398,13 @@ int zl_sampler_sample(zl_sampler *s, float *logits) {
  * never pass it.  Anything not finite (a NaN or infinite logit makes S'
  * NaN or r' outside the sums) falls to the exact path. */
 #define LIBM_EXPF_REL 0x1p-22
-static int fast_draw(zl_sampler *s, const float *x, int nb, double u) {
+static int fast_draw(zl_sampler *s, const float *l, float mx, float t, int nb, double u) {
     int nv = s->n_vocab;
-    if (nv > (1 << 23)) return -1;
+    if (!s->vexp || nv > (1 << 23)) return -1;
     double run = 0;
     for (int b = 0; b < nb; b++) {
         int o = b * SCAN_BLOCK, len = nv - o < SCAN_BLOCK ? nv - o : SCAN_BLOCK;
-        run += s->vexp(x + o, len, NULL);
+        run += s->vexp(l + o, mx, t, len, NULL);
         s->blk[b] = run;
     }
     if (!(run >= 1.0 && run <= 1e300)) return -1; /* the maximum's term is 1; catches NaN */
@@ -412,7 +413,7 @@ static int fast_draw(zl_sampler *s, const float *x, int nb, double u) {
     while (b0 < nb && s->blk[b0] <= r) b0++;
     if (b0 == nb) return -1;
     int o = b0 * SCAN_BLOCK, len = nv - o < SCAN_BLOCK ? nv - o : SCAN_BLOCK;
-    s->vexp(x + o, len, s->eblk);
+    s->vexp(l + o, mx, t, len, s->eblk);
     double lo = b0 ? s->blk[b0 - 1] : 0, hi = lo;
     int j = -1;
     for (int i = 0; i < len && j < 0; i++) {
@@ -442,14 +443,14 @@ static int sample_unconstrained(zl_sampler *s, float *logits) {
          * first, without expf (then this loop does not run). */
         int nv = s->n_vocab, nb = (nv + SCAN_BLOCK - 1) / SCAN_BLOCK;
         float mx = max_of(logits, nv), t = p->temp, *pr = s->pr;
-        for (int i = 0; i < nv; i++) pr[i] = (logits[i] - mx) / t;
         double u = zl_sampler_uniform(s);
-        int fast = fast_draw(s, pr, nb, u);
+        int fast = fast_draw(s, logits, mx, t, nb, u);
         if (fast >= 0) {
             s->n_fast++;
             return fast;
         }
         s->n_exact++;
+        for (int i = 0; i < nv; i++) pr[i] = (logits[i] - mx) / t;
         double sum = 0;
         for (int b = 0; b < nb; b++) {
             int e = (b + 1) * SCAN_BLOCK < nv ? (b + 1) * SCAN_BLOCK : nv;
@@ -502,7 +503,7 @@ void zl_sampler_truncate(zl_sampler *s, int n_hist) {
     if (n_hist >= 0 && n_hist < s->n_hist) s->n_hist = n_hist;
 }
 
-void zl_sampler_set_isa(zl_sampler *s, int isa) { s->vexp = zl_vexp_sum_fn_for(isa); }
+void zl_sampler_set_isa(zl_sampler *s, int isa) { s->vexp = isa < 0 ? NULL : zl_vexp_sum_fn_for(isa); }
 
 void zl_sampler_draw_counts(const zl_sampler *s, uint64_t *fast, uint64_t *exact) {
     *fast = s->n_fast;

@@ -3,7 +3,9 @@
  * without a libm call per vocabulary entry (decode/sampler.c), and needs a
  * bound it can reason with, not a fast guess.
  *
- * Every level computes, for each x (float, widened exactly to double),
+ * Every level computes, for each input l, x = (l - m) / t in float
+ * arithmetic exactly as C computes it (two IEEE float roundings: the
+ * sampler's x; m = 0, t = 1 give x = l), then, x widened exactly to double,
  *   x clamped to [-200, 0] (NaN stays NaN),
  *   k = x·log2(e) rounded to an integer, r = x - k·ln2 (ln2 as hi + lo),
  *   p = the degree-9 Taylor polynomial of e^r (Horner), e = p·2^k (exact).
@@ -44,15 +46,15 @@
 #define ZL_VEXP_REL_ERR 0x1p-33
 #define ZL_VEXP_ABS_ERR 0x1p-288
 
-/* Returns sum_{i<n} e_i with e_i ≈ exp(x[i]) as above; when e is not NULL,
- * also stores e[i] = e_i. */
-typedef double (*zl_vexp_sum_fn)(const float *x, int n, double *e);
+/* Returns sum_{i<n} e_i with e_i ≈ exp((l[i] - m) / t) as above; when e is
+ * not NULL, also stores e[i] = e_i. */
+typedef double (*zl_vexp_sum_fn)(const float *l, float m, float t, int n, double *e);
 
 /* The best level <= isa (a zl_isa) that this CPU can run (never NULL). */
 zl_vexp_sum_fn zl_vexp_sum_fn_for(int isa);
 
 /* Per level; NULL where the build has none. */
-double zl_vexp_sum_ref(const float *x, int n, double *e);
+double zl_vexp_sum_ref(const float *l, float m, float t, int n, double *e);
 zl_vexp_sum_fn zl_vexp_sum_fn_avx2(void);
 zl_vexp_sum_fn zl_vexp_sum_fn_avx512(void);
 zl_vexp_sum_fn zl_vexp_sum_fn_neon(void); /* AArch64 only */

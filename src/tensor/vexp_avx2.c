@@ -34,11 +34,12 @@ ZL_INLINE __m256d exp4d(__m128 xf) {
     return _mm256_mul_pd(p, _mm256_castsi256_pd(bits));
 }
 
-static double vexp_sum_avx2(const float *x, int n, double *e) {
+static double vexp_sum_avx2(const float *l, float m, float t, int n, double *e) {
+    __m256 vm = _mm256_set1_ps(m), vt = _mm256_set1_ps(t);
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 v = _mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(l + i), vm), vt);
         __m256d a = exp4d(_mm256_castps256_ps128(v)), b = exp4d(_mm256_extractf128_ps(v, 1));
         if (e) {
             _mm256_storeu_pd(e + i, a);
@@ -50,7 +51,7 @@ static double vexp_sum_avx2(const float *x, int n, double *e) {
     __m256d s = _mm256_add_pd(s0, s1);
     __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
     double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
-    if (i < n) sum += zl_vexp_sum_ref(x + i, n - i, e ? e + i : NULL);
+    if (i < n) sum += zl_vexp_sum_ref(l + i, m, t, n - i, e ? e + i : NULL);
     return sum;
 }
 

@@ -31,11 +31,12 @@ ZL_INLINE __m512d exp8d(__m256 xf) {
     return _mm512_scalef_pd(p, k);
 }
 
-static double vexp_sum_avx512(const float *x, int n, double *e) {
+static double vexp_sum_avx512(const float *l, float m, float t, int n, double *e) {
+    __m512 vm = _mm512_set1_ps(m), vt = _mm512_set1_ps(t);
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
     int i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m512 v = _mm512_loadu_ps(x + i);
+        __m512 v = _mm512_div_ps(_mm512_sub_ps(_mm512_loadu_ps(l + i), vm), vt);
         __m512d a = exp8d(_mm512_castps512_ps256(v)), b = exp8d(_mm512_extractf32x8_ps(v, 1));
         if (e) {
             _mm512_storeu_pd(e + i, a);
@@ -47,7 +48,7 @@ static double vexp_sum_avx512(const float *x, int n, double *e) {
     for (; i < n; i += 8) {
         int m = n - i < 8 ? n - i : 8;
         __mmask8 k = (__mmask8)((1u << m) - 1);
-        __m512d a = _mm512_maskz_mov_pd(k, exp8d(_mm256_maskz_loadu_ps(k, x + i)));
+        __m512d a = _mm512_maskz_mov_pd(k, exp8d(_mm256_div_ps(_mm256_sub_ps(_mm256_maskz_loadu_ps(k, l + i), _mm512_castps512_ps256(vm)), _mm512_castps512_ps256(vt))));
         if (e) _mm512_mask_storeu_pd(e + i, k, a);
         s0 = _mm512_add_pd(s0, a);
     }

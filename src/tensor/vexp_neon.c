@@ -34,11 +34,12 @@ ZL_INLINE float64x2_t exp2d(float32x2_t xf) {
     return vbslq_f64(nan, vdupq_n_f64(__builtin_nan("")), e);
 }
 
-static double vexp_sum_neon(const float *x, int n, double *e) {
+static double vexp_sum_neon(const float *l, float m, float t, int n, double *e) {
+    float32x4_t vm = vdupq_n_f32(m), vt = vdupq_n_f32(t);
     float64x2_t s0 = vdupq_n_f64(0), s1 = vdupq_n_f64(0);
     int i = 0;
     for (; i + 4 <= n; i += 4) {
-        float32x4_t v = vld1q_f32(x + i);
+        float32x4_t v = vdivq_f32(vsubq_f32(vld1q_f32(l + i), vm), vt);
         float64x2_t a = exp2d(vget_low_f32(v)), b = exp2d(vget_high_f32(v));
         if (e) {
             vst1q_f64(e + i, a);
@@ -48,7 +49,7 @@ static double vexp_sum_neon(const float *x, int n, double *e) {
         s1 = vaddq_f64(s1, b);
     }
     double sum = vaddvq_f64(vaddq_f64(s0, s1));
-    if (i < n) sum += zl_vexp_sum_ref(x + i, n - i, e ? e + i : NULL);
+    if (i < n) sum += zl_vexp_sum_ref(l + i, m, t, n - i, e ? e + i : NULL);
     return sum;
 }
 

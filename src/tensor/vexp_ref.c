@@ -36,10 +36,10 @@ static double exp_one(float xf) {
     return p * scale;
 }
 
-double zl_vexp_sum_ref(const float *x, int n, double *e) {
+double zl_vexp_sum_ref(const float *l, float m, float t, int n, double *e) {
     double sum = 0;
     for (int i = 0; i < n; i++) {
-        double v = exp_one(x[i]);
+        double v = exp_one((l[i] - m) / t);
         if (e) e[i] = v;
         sum += v;
     }

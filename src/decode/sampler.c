@@ -371,32 +371,36 @@ int zl_sampler_sample(zl_sampler *s, float *logits) {
  * The exact path takes p_i = expf(x_i) (float), C_j = the double running
  * sum of p_0..p_j in id order, S = C_{n-1}, r = u·S (rounded), and returns
  * the first j with C_j > r (so p_j > 0: a zero term leaves the sum as it
- * was).  Here e_i = exp(x_i) within ZL_VEXP_REL_ERR relative or
- * ZL_VEXP_ABS_ERR absolute (tensor/vexp.h), summed in double by block (the
+ * was).  Here e_i ≈ exp(x_i) (tensor/vexp.h), summed in double by block (the
  * kernel's own order) and then in id order into D_j and S', r' = u·S'; j is
  * the entry where r' falls: D_{j-1} <= r' < D_j (D_{-1} = 0).
  *
- * Bounds, with E_i = exp(x_i) exactly, P_j = E_0 + .. + E_j, n <= 2^23
- * entries, u_d = 2^-53, g = n·u_d/(1 - n·u_d) (<= 2^-30; any order of double
- * additions at most n deep errs by at most g times the sum of its
- * non-negative terms):
- *   libm:  |p_i - E_i| <= a·E_i + b, a = LIBM_EXPF_REL (2^-22: twice the
- *          <= 1 ulp of glibc's and musl's expf), b = 2^-148 (below 2^-126 the
- *          result is subnormal or 0, within 2 ulps of 2^-149);
- *   kernel: |e_i - E_i| <= a'·E_i + b', a' = ZL_VEXP_REL_ERR, b' = ZL_VEXP_ABS_ERR;
- *   so |C_j - P_j| <= (a + g + g·a)·P_j + n·b·(1 + g), and the same for D_j
- *   with a', b'; with P_j <= D_j·(1 + 2a' + 2g) + 2n·b':
- *     |C_j - D_j| <= K·D_j + B,  K = (a + a' + 3g)(1 + 2^-20),  B = 4n(b + b');
- *   and for the draw (S against S', two roundings of the products):
- *     |r - r'| <= u·|S - S'| + u_d·(r + r') <= (K + 4u_d)·r' + B.
- * So D_{j-1} + [K·D_{j-1} + (K + 4u_d)·r' + 2B] < r' gives C_{j-1} < r, and
- * r' + [K·D_j + (K + 4u_d)·r' + 2B] < D_j gives r < C_j: then the exact
- * path's first C above r is C_j (C is non-decreasing), j itself.  The test
- * below evaluates these in double with K + 2^-40 in place of K + 4u_d and 4B
- * in place of 2B, which covers the few roundings of the test itself.  An
- * entry whose e_i is below the margin (an underflowed one among them) can
- * never pass it.  Anything not finite (a NaN or infinite logit makes S'
- * NaN or r' outside the sums) falls to the exact path. */
+ * Bounds, with E_i = exp(x_i) exactly, n <= 2^23 entries, u_d = 2^-53,
+ * g = n·u_d/(1 - n·u_d) (<= 2^-30: double additions at most n deep err by at
+ * most g times the sum of their non-negative terms, in any order):
+ *   libm:   |p_i - E_i| <= a·E_i + b, a = LIBM_EXPF_REL = 2^-22 (twice the
+ *           1 ulp of glibc's and musl's expf), b = 2^-148 (below 2^-126 the
+ *           result is subnormal or 0, within 2 ulps of 2^-149);
+ *   kernel: |e_i - E_i| <= a'·E_i + b', a' = ZL_VEXP_REL_ERR, b' = ZL_VEXP_ABS_ERR.
+ * The lower boundary: r - C_{j-1} = u·(S - C_{j-1}) - (1-u)·C_{j-1} + (r's
+ * rounding), where S - C_{j-1} is the tail sum p_j.. and C_{j-1} the head
+ * sum ..p_{j-1}, each within g·S; the same holds for r' - D_{j-1} with e, S'.
+ * Their difference is u·(tail of p - e) - (1-u)·(head of p - e) plus
+ * roundings, and a head or tail of p - e is at most (a + a') times its sum
+ * of E plus n(b + b'); those sums of E are within (1 + 2a') of the computed
+ * D_{j-1} and S' - D_{j-1} up to 2g·S' + n·b', and S <= 1.01·S'.  So
+ *   |(r - C_{j-1}) - (r' - D_{j-1})| <= A·[u·(S' - D_{j-1}) + (1-u)·D_{j-1}] + G·S' + B,
+ *   A = (a + a')(1 + 2^-20),  G = 8g + 4u_d,  B = 4n(b + b'),
+ * and for the upper one, in the same way,
+ *   |(C_j - r) - (D_j - r')| <= A·[(1-u)·D_j + u·(S' - D_j)] + G·S' + B.
+ * r' - D_{j-1} and D_j - r' above these margins give C_{j-1} < r < C_j: the
+ * exact path's first C above r is C_j (C is non-decreasing), j itself.  The
+ * error of the head and the tail enter with weights 1-u and u, so a draw
+ * near either end of the running sum has a margin near G·S' + B there.  The
+ * slack in A (1 + 2^-20 for 1 + 2a') and in G covers the roundings of the
+ * test itself.  An entry whose e_i is below the margin (an underflowed one
+ * among them) can never pass.  Anything not finite (a NaN or infinite logit
+ * makes S' NaN) falls to the exact path. */
 #define LIBM_EXPF_REL 0x1p-22
 static int fast_draw(zl_sampler *s, const float *l, float mx, float t, int nb, double u) {
     int nv = s->n_vocab;
@@ -423,10 +427,11 @@ static int fast_draw(zl_sampler *s, const float *l, float mx, float t, int nb, d
     }
     if (j < 0) return -1;
     double g = (double)nv * 0x1p-53 * (1.0 + 0x1p-29);
-    double K = (LIBM_EXPF_REL + ZL_VEXP_REL_ERR + 3.0 * g) * (1.0 + 0x1p-20) + 0x1p-40;
-    double B4 = 16.0 * (double)nv * (0x1p-148 + ZL_VEXP_ABS_ERR);
-    if (r - lo > K * (r + lo) + B4 && hi - r > K * (hi + r) + B4) return j;
-    return -1;
+    double A = (LIBM_EXPF_REL + ZL_VEXP_REL_ERR) * (1.0 + 0x1p-20);
+    double GB = (8.0 * g + 4.0 * 0x1p-53) * run + 4.0 * (double)nv * (0x1p-148 + ZL_VEXP_ABS_ERR);
+    double m_lo = A * (u * (run - lo) + (1.0 - u) * lo) + GB;
+    double m_hi = A * ((1.0 - u) * hi + u * (run - hi)) + GB;
+    return r - lo > m_lo && hi - r > m_hi ? j : -1;
 }
 
 static int sample_unconstrained(zl_sampler *s, float *logits) {

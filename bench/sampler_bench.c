@@ -9,8 +9,8 @@
  * Reports the least, median and mean microseconds per call for each
  * parameter set (on a shared machine the least is the steadiest figure),
  * and a checksum of the chosen ids (equal checksums: the same tokens); for
- * the unfiltered sets, how many draws the sampler's fast path left to its
- * exact expf path (decode/sampler.c).
+ * the unfiltered and top-p-only sets, how many decisions the sampler's fast
+ * path left to its exact expf path (decode/sampler.c).
  *
  *   build/bin/sampler_bench [--model MODEL.gguf | --vocab N] [--calls N]
  *

@@ -29,7 +29,8 @@ struct zl_sampler {
     float *saved;              /* n_vocab: the logits before a first, unconstrained draw */
     zl_vexp_sum_fn vexp;       /* the unfiltered draw's approximate exp (tensor/vexp.h); NULL: none */
     double *eblk;              /* scratch: SCAN_BLOCK of its terms */
-    uint64_t n_fast, n_exact;  /* unfiltered draws decided by the approximation / by the exact path */
+    uint64_t n_fast, n_exact;  /* whole-vocabulary decisions (the unfiltered draw, top-p's cut) made
+                                  with the approximation / by the exact path */
 };
 
 zl_sampler_params zl_sampler_defaults(void) {
@@ -256,6 +257,8 @@ static int top_sorted(zl_sampler *s, const float *logits, int k) {
     return m;
 }
 
+static int top_p_fast(zl_sampler *s, const float *logits, float mx, int *head, int *m);
+
 /* Build the filtered candidate list with softmax probabilities in .logit;
  * returns the count.  The vocabulary is only sorted as far as a filter needs
  * it: top-k sorts its k survivors, top-p sorts a growing head of the
@@ -285,20 +288,30 @@ static int filter(zl_sampler *s, const float *logits) {
             }
         }
     } else if (p->top_p < 1.0f) {
-        /* the whole vocabulary's mass, then sorted heads of growing size */
+        /* the whole vocabulary's mass, then sorted heads of growing size
+         * (top_p_fast usually decides the cut without the expf pass) */
         mx = max_of(logits, n);
-        double sum = 0;
-        for (int i = 0; i < n; i++) sum += expf(logits[i] - mx);
-        int head = 64;
-        for (;;) {
-            int m = top_sorted(s, logits, head < n ? head : n), keep = 0;
-            double cum = 0;
-            for (int i = 0; i < m && !keep; i++) {
-                cum += expf(s->c[i].logit - mx) / sum;
-                if (cum >= p->top_p) keep = i + 1;
+        int head = 64, m = 0;
+        int fast = top_p_fast(s, logits, mx, &head, &m);
+        if (fast > 0) {
+            s->n_fast++;
+            n = fast;
+        } else {
+            /* from the head where top_p_fast stopped (s->c holds its m
+             * candidates when m > 0): every smaller head held no cut */
+            s->n_exact++;
+            double sum = 0;
+            for (int i = 0; i < n; i++) sum += expf(logits[i] - mx);
+            for (;; head *= 4, m = 0) {
+                if (!m) m = top_sorted(s, logits, head < n ? head : n);
+                int keep = 0;
+                double cum = 0;
+                for (int i = 0; i < m && !keep; i++) {
+                    cum += expf(s->c[i].logit - mx) / sum;
+                    if (cum >= p->top_p) keep = i + 1;
+                }
+                if (keep || m >= n) { n = keep ? keep : m; break; }
             }
-            if (keep || m >= n) { n = keep ? keep : m; break; }
-            head *= 4;
         }
     } else if (p->min_p > 0.0f) {
         /* min-p alone: its survivors straight from the logits, in id order */
@@ -432,6 +445,43 @@ static int fast_draw(zl_sampler *s, const float *l, float mx, float t, int nb, d
     double m_lo = A * (u * (run - lo) + (1.0 - u) * lo) + GB;
     double m_hi = A * ((1.0 - u) * hi + u * (run - hi)) + GB;
     return r - lo > m_lo && hi - r > m_hi ? j : -1;
+}
+
+/* Top-p without top-k, when its cut is certain: the number of sorted
+ * candidates it keeps (s->c holds them, as top_sorted left them), or 0 when
+ * not certain.  The exact path sums p_i = expf(l_i - max) over the whole
+ * vocabulary into S (double, id order), then walks the sorted heads with
+ * cum += expf(l - max) / S until cum >= top_p.  Here only S is approximated
+ * (S' from the vector exp, x = (l - max) / 1 = l - max exactly); the walk's
+ * own expf terms are the exact path's.  As in fast_draw,
+ * |S - S'| <= K·S' + B, and S' >= 1 (the maximum's term), so S'/S is within
+ * (K + B)(1 + 4K) of 1; each cum is a sum of at most n quotients, within 2g
+ * of the same quotients' exact sum on either side.  So every comparison of
+ * cum with top_p is the exact path's when |cum' - top_p| exceeds
+ * (K + B + 4g)(1 + 2^-10)·(cum' + top_p); the first that is not falls to
+ * the exact path.  The kept set, hence every probability filter computes
+ * after it, is then bit for bit the exact path's.  When it returns 0, *head
+ * is the head size it stopped at and *m the candidates top_sorted left in
+ * s->c for it (0: none sorted): every smaller head certainly held no cut. */
+static int top_p_fast(zl_sampler *s, const float *logits, float mx, int *head, int *m) {
+    int n = s->n_vocab;
+    if (!s->vexp || n > (1 << 23)) return 0;
+    double S = s->vexp(logits, mx, 1.0f, n, NULL);
+    if (!(S >= 1.0 && S <= 1e300)) return 0;
+    double g = (double)n * 0x1p-53 * (1.0 + 0x1p-29);
+    double K = (LIBM_EXPF_REL + ZL_VEXP_REL_ERR + 3.0 * g) * (1.0 + 0x1p-20);
+    double B = 4.0 * (double)n * (0x1p-148 + ZL_VEXP_ABS_ERR);
+    double M = (K + B + 4.0 * g) * (1.0 + 0x1p-10), tp = s->p.top_p;
+    for (;; *head *= 4) {
+        *m = top_sorted(s, logits, *head < n ? *head : n);
+        double cum = 0;
+        for (int i = 0; i < *m; i++) {
+            cum += expf(s->c[i].logit - mx) / S;
+            if (!(fabs(cum - tp) > M * (cum + tp))) return 0;
+            if (cum >= tp) return i + 1;
+        }
+        if (*m >= n) return *m;
+    }
 }
 
 static int sample_unconstrained(zl_sampler *s, float *logits) {

@@ -5,6 +5,7 @@
  * its low mantissa bits), 2^k is built in the exponent field (k + 1023 in
  * [734, 1023]); two running sums per lane; the tail by the reference. */
 #include <immintrin.h>
+#include <stddef.h>
 
 #include "vexp.h"
 

@@ -6,6 +6,7 @@
  * Never called on another architecture; owns no dispatch (vexp_ref.c). */
 #if defined(__aarch64__)
 #include <arm_neon.h>
+#include <stddef.h>
 
 #include "vexp.h"
 
@@ -13,7 +14,7 @@
 
 ZL_INLINE float64x2_t exp2d(float32x2_t xf) {
     float64x2_t x = vcvt_f64_f32(xf);
-    uint64x2_t nan = vmvnq_u64(vceqq_f64(x, x));
+    /* FMAX/FMIN return NaN when either operand is NaN: NaN stays */
     x = vminq_f64(vmaxq_f64(x, vdupq_n_f64(-200.0)), vdupq_n_f64(0.0));
     float64x2_t k = vrndnq_f64(vmulq_n_f64(x, 1.4426950408889634));
     float64x2_t r = vfmsq_f64(x, k, vdupq_n_f64(0x1.62e42feep-1));
@@ -29,9 +30,7 @@ ZL_INLINE float64x2_t exp2d(float32x2_t xf) {
     p = vfmaq_f64(vdupq_n_f64(1.0), p, r);
     p = vfmaq_f64(vdupq_n_f64(1.0), p, r);
     int64x2_t bits = vshlq_n_s64(vaddq_s64(vcvtq_s64_f64(k), vdupq_n_s64(1023)), 52);
-    float64x2_t e = vmulq_f64(p, vreinterpretq_f64_s64(bits));
-    /* FMAX/FMIN return NaN for a NaN operand already; kept explicit */
-    return vbslq_f64(nan, vdupq_n_f64(__builtin_nan("")), e);
+    return vmulq_f64(p, vreinterpretq_f64_s64(bits));
 }
 
 static double vexp_sum_neon(const float *l, float m, float t, int n, double *e) {

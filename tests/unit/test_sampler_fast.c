@@ -9,6 +9,7 @@
  * measured. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,7 +244,7 @@ Test(sampler_fast, fallback_is_exact) {
         compare_unfiltered(base, QWEN_VOCAB, 1.0f, (uint64_t)seed, zl_cpu_max_isa(), 20, &fast, &exact);
         fast_all += fast, exact_all += exact;
     }
-    cr_log_info("all-equal logits: %llu of %llu draws by the exact path\n", (unsigned long long)exact_all,
+    fprintf(stderr, "all-equal logits: %llu of %llu draws by the exact path\n", (unsigned long long)exact_all,
                 (unsigned long long)(fast_all + exact_all));
     if (zl_cpu_max_isa() > ZL_ISA_SCALAR) cr_assert(exact_all > 0 && fast_all > exact_all);
     zl_sampler_params p = zl_sampler_defaults();
@@ -308,11 +309,63 @@ Test(sampler_fast, exact_path_share) {
     if (zl_cpu_max_isa() == ZL_ISA_SCALAR) cr_skip_test("no fast path at the scalar level");
     double peaked = exact_share(-1, 1.0f, 4000), sd8 = exact_share(3, 1.0f, 2000);
     double peaked08 = exact_share(-1, 0.8f, 2000), head = exact_share(4, 0.8f, 2000), flat = exact_share(0, 1.0f, 1000);
-    cr_log_info("exact-path share: peaked %.5f (temp 0.8: %.5f), sd 8 %.5f, sd 2.5 + 24-token head (temp 0.8) %.5f, "
+    fprintf(stderr, "exact-path share: peaked %.5f (temp 0.8: %.5f), sd 8 %.5f, sd 2.5 + 24-token head (temp 0.8) %.5f, "
                 "flat sd 2 %.5f\n", peaked, peaked08, sd8, head, flat);
     cr_assert_lt(peaked08, 1e-3);
     cr_assert_lt(sd8, 1e-3);
     cr_assert_lt(peaked, 1e-2);
     cr_assert_lt(head, 1e-2);
     cr_assert_lt(flat, 0.05);
+}
+
+/* Top-p without top-k decides its cut with the vector exp's mass when
+ * certain: the tokens and zl_sampler_probs are still the reference's bit for
+ * bit, on Qwen-sized vocabularies of every shape (at every level for top-p
+ * 0.5, at the process's for 0.9 and 0.99, whose heads grow long). */
+Test(sampler_fast, top_p_only_every_level) {
+    static const float tps[] = {0.9f, 0.5f, 0.99f};
+    float *base = malloc(QWEN_VOCAB * sizeof *base), *la = malloc(QWEN_VOCAB * sizeof *la);
+    float *lb = malloc(QWEN_VOCAB * sizeof *lb), *pa = malloc(QWEN_VOCAB * sizeof *pa), *pb = malloc(QWEN_VOCAB * sizeof *pb);
+    cr_assert(base && la && lb && pa && pb);
+    int top = zl_cpu_max_isa();
+    uint64_t fast_all = 0, exact_all = 0;
+    for (int kind = 0; kind < 10; kind++) {
+        fill_big(base, QWEN_VOCAB, kind);
+        for (int ti = 0; ti < 3; ti++)
+            for (int isa = ti == 1 ? -1 : top; isa <= top; isa++) {
+                zl_sampler_params p = zl_sampler_defaults();
+                p.temp = 0.7f, p.top_k = 0, p.top_p = tps[ti], p.min_p = kind % 3 ? 0.0f : 0.05f;
+                p.seed = (uint64_t)(kind * 10 + ti);
+                zl_sampler *a = zl_sampler_new(&p, QWEN_VOCAB);
+                ref_sampler *b = ref_sampler_new(&p, QWEN_VOCAB);
+                cr_assert(a && b);
+                zl_sampler_set_isa(a, isa);
+                for (int d = 0; d < 3; d++) {
+                    memcpy(la, base, QWEN_VOCAB * sizeof *la);
+                    memcpy(lb, base, QWEN_VOCAB * sizeof *lb);
+                    int ta = zl_sampler_sample(a, la), tb = ref_sampler_sample(b, lb);
+                    cr_assert_eq(ta, tb, "kind %d top_p %g level %d draw %d: %d vs reference %d", kind, tps[ti], isa, d, ta, tb);
+                }
+                memcpy(la, base, QWEN_VOCAB * sizeof *la);
+                memcpy(lb, base, QWEN_VOCAB * sizeof *lb);
+                zl_sampler_probs(a, la, pa);
+                ref_sampler_probs(b, lb, pb);
+                cr_assert(memcmp(pa, pb, QWEN_VOCAB * sizeof *pa) == 0, "kind %d top_p %g level %d: probs differ", kind,
+                          tps[ti], isa);
+                uint64_t fast, exact;
+                zl_sampler_draw_counts(a, &fast, &exact);
+                if (isa < 0 || kind >= 8) cr_assert_eq(fast, 0);
+                if (isa >= 0 && kind < 8) fast_all += fast, exact_all += exact;
+                zl_sampler_free(a);
+                ref_sampler_free(b);
+            }
+    }
+    fprintf(stderr, "top-p cuts: %llu of %llu by the exact path\n", (unsigned long long)exact_all,
+            (unsigned long long)(fast_all + exact_all));
+    if (top > ZL_ISA_SCALAR) cr_assert_gt(fast_all, exact_all);
+    free(base);
+    free(la);
+    free(lb);
+    free(pa);
+    free(pb);
 }

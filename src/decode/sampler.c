@@ -391,9 +391,11 @@ int zl_sampler_sample(zl_sampler *s, float *logits) {
  * Bounds, with E_i = exp(x_i) exactly, n <= 2^23 entries, u_d = 2^-53,
  * g = n·u_d/(1 - n·u_d) (<= 2^-30: double additions at most n deep err by at
  * most g times the sum of their non-negative terms, in any order):
- *   libm:   |p_i - E_i| <= a·E_i + b, a = LIBM_EXPF_REL = 2^-22 (twice the
- *           1 ulp of glibc's and musl's expf), b = 2^-148 (below 2^-126 the
- *           result is subnormal or 0, within 2 ulps of 2^-149);
+ *   libm:   |p_i - E_i| <= a·E_i·(1 + 2^-21) + b, a = LIBM_EXPF_REL = 2^-22:
+ *           2 ulps, twice the documented bound of glibc's and musl's expf
+ *           (their code is within 0.502 ulp), b = 2^-148 (below 2^-126 the
+ *           result is subnormal or 0: 2 ulps of 2^-149); the factor
+ *           (1 + 2^-21), from ulps of p rather than of E, is inside A's slack;
  *   kernel: |e_i - E_i| <= a'·E_i + b', a' = ZL_VEXP_REL_ERR, b' = ZL_VEXP_ABS_ERR.
  * The lower boundary: r - C_{j-1} = u·(S - C_{j-1}) - (1-u)·C_{j-1} + (r's
  * rounding), where S - C_{j-1} is the tail sum p_j.. and C_{j-1} the head

@@ -1,14 +1,15 @@
 /* vexp.h — exp over an array of floats, summed in double, with a proven
- * error bound: the sampler's unfiltered draw uses it to find its token
- * without a libm call per vocabulary entry (decode/sampler.c), and needs a
- * bound it can reason with, not a fast guess.
+ * error bound: the sampler uses it for the decisions that need the whole
+ * vocabulary's mass (the unfiltered draw's token, top-p's cut) without a libm
+ * call per entry (decode/sampler.c), and needs a bound it can reason with,
+ * not a fast guess.
  *
  * Every level computes, for each input l, x = (l - m) / t in float
  * arithmetic exactly as C computes it (two IEEE float roundings: the
  * sampler's x; m = 0, t = 1 give x = l), then, x widened exactly to double,
  *   x clamped to [-200, 0] (NaN stays NaN),
  *   k = x·log2(e) rounded to an integer, r = x - k·ln2 (ln2 as hi + lo),
- *   p = the degree-9 Taylor polynomial of e^r (Horner), e = p·2^k (exact).
+ *   p = the degree-9 Taylor polynomial of e^r (Horner), e = p·2^k (exact),
  * in double arithmetic (the SIMD levels with FMA, the scalar reference
  * without; the bound covers both), and returns the sum of the e's in double,
  * in an order of its own.

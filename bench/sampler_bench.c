@@ -8,7 +8,9 @@
  * copies one into the sampler's input (as zl_seq_sample does) and draws.
  * Reports the least, median and mean microseconds per call for each
  * parameter set (on a shared machine the least is the steadiest figure),
- * and a checksum of the chosen ids (equal checksums: the same tokens).
+ * and a checksum of the chosen ids (equal checksums: the same tokens); for
+ * the unfiltered and top-p-only sets, how many decisions the sampler's fast
+ * path left to its exact expf path (decode/sampler.c).
  *
  *   build/bin/sampler_bench [--model MODEL.gguf | --vocab N] [--calls N]
  *
@@ -130,8 +132,12 @@ int main(int argc, char **argv) {
             sum = sum * 1000003u + (uint64_t)t;
         }
         qsort(us, (size_t)calls, sizeof *us, cmp_d);
-        printf("%-42s min %7.1f  median %7.1f  mean %7.1f us  checksum %016llx\n", cf[c].name, us[0],
+        uint64_t n_fast, n_exact;
+        zl_sampler_draw_counts(s, &n_fast, &n_exact);
+        printf("%-42s min %7.1f  median %7.1f  mean %7.1f us  checksum %016llx", cf[c].name, us[0],
                us[calls / 2], total / calls, (unsigned long long)sum);
+        if (n_fast + n_exact) printf("  exact-path draws %llu/%llu", (unsigned long long)n_exact, (unsigned long long)(n_fast + n_exact));
+        printf("\n");
         zl_sampler_free(s);
     }
     free(vec);

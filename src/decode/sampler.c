@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/cpu.h"
+#include "../tensor/vexp.h"
+
 typedef struct { int id; float logit; } cand;
 
 enum { SCAN_BLOCK = 512 };
@@ -24,6 +27,10 @@ struct zl_sampler {
     int n_bias;
     zl_sampler_constraint con; /* con.mask NULL: none */
     float *saved;              /* n_vocab: the logits before a first, unconstrained draw */
+    zl_vexp_sum_fn vexp;       /* the unfiltered draw's approximate exp (tensor/vexp.h); NULL: none */
+    double *eblk;              /* scratch: SCAN_BLOCK of its terms */
+    uint64_t n_fast, n_exact;  /* whole-vocabulary decisions (the unfiltered draw, top-p's cut) made
+                                  with the approximation / by the exact path */
 };
 
 zl_sampler_params zl_sampler_defaults(void) {
@@ -65,7 +72,10 @@ zl_sampler *zl_sampler_new(const zl_sampler_params *p, int n_vocab) {
     s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
     s->pr = malloc((size_t)n_vocab * sizeof *s->pr);
     s->blk = malloc(((size_t)n_vocab / SCAN_BLOCK + 1) * sizeof *s->blk);
-    if (!s->c || !s->counts || !s->pr || !s->blk) { zl_sampler_free(s); return NULL; }
+    s->eblk = malloc(SCAN_BLOCK * sizeof *s->eblk);
+    /* the scalar reference costs about what expf does: no fast path there */
+    s->vexp = zl_cpu_max_isa() > ZL_ISA_SCALAR ? zl_vexp_sum_fn_for(zl_cpu_max_isa()) : NULL;
+    if (!s->c || !s->counts || !s->pr || !s->blk || !s->eblk) { zl_sampler_free(s); return NULL; }
     if (p->n_bias > 0 && p->bias) {
         if (!(s->bias = malloc((size_t)p->n_bias * sizeof *s->bias))) { zl_sampler_free(s); return NULL; }
         for (int i = 0; i < p->n_bias; i++)
@@ -84,6 +94,7 @@ void zl_sampler_free(zl_sampler *s) {
     free(s->counts);
     free(s->pr);
     free(s->blk);
+    free(s->eblk);
     free(s->bias);
     free(s->saved);
     free(s);
@@ -246,6 +257,8 @@ static int top_sorted(zl_sampler *s, const float *logits, int k) {
     return m;
 }
 
+static int top_p_fast(zl_sampler *s, const float *logits, float mx, int *head, int *m);
+
 /* Build the filtered candidate list with softmax probabilities in .logit;
  * returns the count.  The vocabulary is only sorted as far as a filter needs
  * it: top-k sorts its k survivors, top-p sorts a growing head of the
@@ -275,20 +288,30 @@ static int filter(zl_sampler *s, const float *logits) {
             }
         }
     } else if (p->top_p < 1.0f) {
-        /* the whole vocabulary's mass, then sorted heads of growing size */
+        /* the whole vocabulary's mass, then sorted heads of growing size
+         * (top_p_fast usually decides the cut without the expf pass) */
         mx = max_of(logits, n);
-        double sum = 0;
-        for (int i = 0; i < n; i++) sum += expf(logits[i] - mx);
-        int head = 64;
-        for (;;) {
-            int m = top_sorted(s, logits, head < n ? head : n), keep = 0;
-            double cum = 0;
-            for (int i = 0; i < m && !keep; i++) {
-                cum += expf(s->c[i].logit - mx) / sum;
-                if (cum >= p->top_p) keep = i + 1;
+        int head = 64, m = 0;
+        int fast = top_p_fast(s, logits, mx, &head, &m);
+        if (fast > 0) {
+            s->n_fast++;
+            n = fast;
+        } else {
+            /* from the head where top_p_fast stopped (s->c holds its m
+             * candidates when m > 0): every smaller head held no cut */
+            s->n_exact++;
+            double sum = 0;
+            for (int i = 0; i < n; i++) sum += expf(logits[i] - mx);
+            for (;; head *= 4, m = 0) {
+                if (!m) m = top_sorted(s, logits, head < n ? head : n);
+                int keep = 0;
+                double cum = 0;
+                for (int i = 0; i < m && !keep; i++) {
+                    cum += expf(s->c[i].logit - mx) / sum;
+                    if (cum >= p->top_p) keep = i + 1;
+                }
+                if (keep || m >= n) { n = keep ? keep : m; break; }
             }
-            if (keep || m >= n) { n = keep ? keep : m; break; }
-            head *= 4;
         }
     } else if (p->min_p > 0.0f) {
         /* min-p alone: its survivors straight from the logits, in id order */
@@ -354,6 +377,115 @@ int zl_sampler_sample(zl_sampler *s, float *logits) {
     return t;
 }
 
+/* The unfiltered draw's token without expf, when it is certain to be the
+ * exact path's; -1 when not.  u is that path's uniform; the kernel computes
+ * x_i = (l_i - max) / T in float as that path does.
+ *
+ * The exact path takes p_i = expf(x_i) (float), C_j = the double running
+ * sum of p_0..p_j in id order, S = C_{n-1}, r = u·S (rounded), and returns
+ * the first j with C_j > r (so p_j > 0: a zero term leaves the sum as it
+ * was).  Here e_i ≈ exp(x_i) (tensor/vexp.h), summed in double by block (the
+ * kernel's own order) and then in id order into D_j and S', r' = u·S'; j is
+ * the entry where r' falls: D_{j-1} <= r' < D_j (D_{-1} = 0).
+ *
+ * Bounds, with E_i = exp(x_i) exactly, n <= 2^23 entries, u_d = 2^-53,
+ * g = n·u_d/(1 - n·u_d) (<= 2^-30: double additions at most n deep err by at
+ * most g times the sum of their non-negative terms, in any order):
+ *   libm:   |p_i - E_i| <= a·E_i·(1 + 2^-21) + b, a = LIBM_EXPF_REL = 2^-22:
+ *           2 ulps, twice the documented bound of glibc's and musl's expf
+ *           (their code is within 0.502 ulp), b = 2^-148 (below 2^-126 the
+ *           result is subnormal or 0: 2 ulps of 2^-149); the factor
+ *           (1 + 2^-21), from ulps of p rather than of E, is inside A's slack;
+ *   kernel: |e_i - E_i| <= a'·E_i + b', a' = ZL_VEXP_REL_ERR, b' = ZL_VEXP_ABS_ERR.
+ * The lower boundary: r - C_{j-1} = u·(S - C_{j-1}) - (1-u)·C_{j-1} + (r's
+ * rounding), where S - C_{j-1} is the tail sum p_j.. and C_{j-1} the head
+ * sum ..p_{j-1}, each within g·S; the same holds for r' - D_{j-1} with e, S'.
+ * Their difference is u·(tail of p - e) - (1-u)·(head of p - e) plus
+ * roundings, and a head or tail of p - e is at most (a + a') times its sum
+ * of E plus n(b + b'); those sums of E are within (1 + 2a') of the computed
+ * D_{j-1} and S' - D_{j-1} up to 2g·S' + n·b', and S <= 1.01·S'.  So
+ *   |(r - C_{j-1}) - (r' - D_{j-1})| <= A·[u·(S' - D_{j-1}) + (1-u)·D_{j-1}] + G·S' + B,
+ *   A = (a + a')(1 + 2^-20),  G = 8g + 4u_d,  B = 4n(b + b'),
+ * and for the upper one, in the same way,
+ *   |(C_j - r) - (D_j - r')| <= A·[(1-u)·D_j + u·(S' - D_j)] + G·S' + B.
+ * r' - D_{j-1} and D_j - r' above these margins give C_{j-1} < r < C_j: the
+ * exact path's first C above r is C_j (C is non-decreasing), j itself.  The
+ * error of the head and the tail enter with weights 1-u and u, so a draw
+ * near either end of the running sum has a margin near G·S' + B there.  The
+ * slack in A (1 + 2^-20 for 1 + 2a') and in G covers the roundings of the
+ * test itself.  An entry whose e_i is below the margin (an underflowed one
+ * among them) can never pass.  Anything not finite (a NaN or infinite logit
+ * makes S' NaN) falls to the exact path. */
+#define LIBM_EXPF_REL 0x1p-22
+static int fast_draw(zl_sampler *s, const float *l, float mx, float t, int nb, double u) {
+    int nv = s->n_vocab;
+    if (!s->vexp || nv > (1 << 23)) return -1;
+    double run = 0;
+    for (int b = 0; b < nb; b++) {
+        int o = b * SCAN_BLOCK, len = nv - o < SCAN_BLOCK ? nv - o : SCAN_BLOCK;
+        run += s->vexp(l + o, mx, t, len, NULL);
+        s->blk[b] = run;
+    }
+    if (!(run >= 1.0 && run <= 1e300)) return -1; /* the maximum's term is 1; catches NaN */
+    double r = u * run;
+    int b0 = 0;
+    while (b0 < nb && s->blk[b0] <= r) b0++;
+    if (b0 == nb) return -1;
+    int o = b0 * SCAN_BLOCK, len = nv - o < SCAN_BLOCK ? nv - o : SCAN_BLOCK;
+    s->vexp(l + o, mx, t, len, s->eblk);
+    double lo = b0 ? s->blk[b0 - 1] : 0, hi = lo;
+    int j = -1;
+    for (int i = 0; i < len && j < 0; i++) {
+        lo = hi;
+        hi += s->eblk[i];
+        if (r < hi) j = o + i;
+    }
+    if (j < 0) return -1;
+    double g = (double)nv * 0x1p-53 * (1.0 + 0x1p-29);
+    double A = (LIBM_EXPF_REL + ZL_VEXP_REL_ERR) * (1.0 + 0x1p-20);
+    double GB = (8.0 * g + 4.0 * 0x1p-53) * run + 4.0 * (double)nv * (0x1p-148 + ZL_VEXP_ABS_ERR);
+    double m_lo = A * (u * (run - lo) + (1.0 - u) * lo) + GB;
+    double m_hi = A * ((1.0 - u) * hi + u * (run - hi)) + GB;
+    return r - lo > m_lo && hi - r > m_hi ? j : -1;
+}
+
+/* Top-p without top-k, when its cut is certain: the number of sorted
+ * candidates it keeps (s->c holds them, as top_sorted left them), or 0 when
+ * not certain.  The exact path sums p_i = expf(l_i - max) over the whole
+ * vocabulary into S (double, id order), then walks the sorted heads with
+ * cum += expf(l - max) / S until cum >= top_p.  Here only S is approximated
+ * (S' from the vector exp, x = (l - max) / 1 = l - max exactly); the walk's
+ * own expf terms are the exact path's.  As in fast_draw,
+ * |S - S'| <= K·S' + B, and S' >= 1 (the maximum's term), so S'/S is within
+ * (K + B)(1 + 4K) of 1; each cum is a sum of at most n quotients, within 2g
+ * of the same quotients' exact sum on either side.  So every comparison of
+ * cum with top_p is the exact path's when |cum' - top_p| exceeds
+ * (K + B + 4g)(1 + 2^-10)·(cum' + top_p); the first that is not falls to
+ * the exact path.  The kept set, hence every probability filter computes
+ * after it, is then bit for bit the exact path's.  When it returns 0, *head
+ * is the head size it stopped at and *m the candidates top_sorted left in
+ * s->c for it (0: none sorted): every smaller head certainly held no cut. */
+static int top_p_fast(zl_sampler *s, const float *logits, float mx, int *head, int *m) {
+    int n = s->n_vocab;
+    if (!s->vexp || n > (1 << 23)) return 0;
+    double S = s->vexp(logits, mx, 1.0f, n, NULL);
+    if (!(S >= 1.0 && S <= 1e300)) return 0;
+    double g = (double)n * 0x1p-53 * (1.0 + 0x1p-29);
+    double K = (LIBM_EXPF_REL + ZL_VEXP_REL_ERR + 3.0 * g) * (1.0 + 0x1p-20);
+    double B = 4.0 * (double)n * (0x1p-148 + ZL_VEXP_ABS_ERR);
+    double M = (K + B + 4.0 * g) * (1.0 + 0x1p-10), tp = s->p.top_p;
+    for (;; *head *= 4) {
+        *m = top_sorted(s, logits, *head < n ? *head : n);
+        double cum = 0;
+        for (int i = 0; i < *m; i++) {
+            cum += expf(s->c[i].logit - mx) / S;
+            if (!(fabs(cum - tp) > M * (cum + tp))) return 0;
+            if (cum >= tp) return i + 1;
+        }
+        if (*m >= n) return *m;
+    }
+}
+
 static int sample_unconstrained(zl_sampler *s, float *logits) {
     apply_bias(s, logits);
     apply_penalties(s, logits);
@@ -364,9 +496,17 @@ static int sample_unconstrained(zl_sampler *s, float *logits) {
          * (the running sum is kept at each block's end), then the draw
          * against the unnormalised running sum: the scan starts in the first
          * block whose end sum exceeds it, which is where the walk from the
-         * first entry would stop */
+         * first entry would stop.  fast_draw usually decides that token
+         * first, without expf (then this loop does not run). */
         int nv = s->n_vocab, nb = (nv + SCAN_BLOCK - 1) / SCAN_BLOCK;
         float mx = max_of(logits, nv), t = p->temp, *pr = s->pr;
+        double u = zl_sampler_uniform(s);
+        int fast = fast_draw(s, logits, mx, t, nb, u);
+        if (fast >= 0) {
+            s->n_fast++;
+            return fast;
+        }
+        s->n_exact++;
         for (int i = 0; i < nv; i++) pr[i] = (logits[i] - mx) / t;
         double sum = 0;
         for (int b = 0; b < nb; b++) {
@@ -377,7 +517,7 @@ static int sample_unconstrained(zl_sampler *s, float *logits) {
             }
             s->blk[b] = sum;
         }
-        double r = zl_sampler_uniform(s) * sum;
+        double r = u * sum;
         int b0 = 0;
         while (b0 < nb && s->blk[b0] <= r) b0++;
         double cum = b0 ? s->blk[b0 - 1] : 0;
@@ -418,4 +558,11 @@ int zl_sampler_n_hist(const zl_sampler *s) { return s->n_hist; }
 
 void zl_sampler_truncate(zl_sampler *s, int n_hist) {
     if (n_hist >= 0 && n_hist < s->n_hist) s->n_hist = n_hist;
+}
+
+void zl_sampler_set_isa(zl_sampler *s, int isa) { s->vexp = isa < 0 ? NULL : zl_vexp_sum_fn_for(isa); }
+
+void zl_sampler_draw_counts(const zl_sampler *s, uint64_t *fast, uint64_t *exact) {
+    *fast = s->n_fast;
+    *exact = s->n_exact;
 }

@@ -70,6 +70,16 @@ typedef struct zl_sampler_constraint {
     int (*error)(void *ud, const char **msg);
 } zl_sampler_constraint;
 void zl_sampler_set_constraint(zl_sampler *s, const zl_sampler_constraint *c);
+/* The unfiltered draw (temp > 0, no top-k/top-p/min-p) finds its token, and
+ * top-p without top-k its cut, with a vector exp of proven error
+ * (tensor/vexp.h) when the decision is certain under that bound and libm's,
+ * else by the exact expf path: tokens and probabilities are the exact
+ * path's either way (the scalar level has no fast path: its exp costs what
+ * expf does).  For tests: the vector exp's ISA level (a zl_isa, capped by the
+ * CPU, the scalar reference included; -1: the exact path only), and how many
+ * of those decisions each path made. */
+void zl_sampler_set_isa(zl_sampler *s, int isa);
+void zl_sampler_draw_counts(const zl_sampler *s, uint64_t *fast, uint64_t *exact);
 /* Uniform double in [0,1) from the sampler's generator. */
 double zl_sampler_uniform(zl_sampler *s);
 

@@ -36,39 +36,47 @@ ZL_INLINE __m256i pair_sum_s16(__m256i p) { return _mm256_madd_epi16(p, _mm256_s
 
 /* ---- float weights ---------------------------------------------------- */
 
-/* Single-token float kernels accumulate exactly like dot4_float (one 8-lane
- * accumulator, scalar tail after the horizontal sum), so results do not
- * depend on how many tokens share a matmul call. */
-static float dot_f32(const void *w, const void *x, int64_t n) {
-    const float *a = w, *b = x;
-    __m256 acc = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    float sum = hsum_ps(acc);
-    for (; i < n; i++) sum += a[i] * b[i];
-    return sum;
-}
-
 ZL_INLINE __m256 load_f16x8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 ZL_INLINE __m256 load_bf16x8(const uint16_t *p) {
     __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
+/* 8 weights from element i as floats; kind 0 F32, 1 F16, 2 BF16 */
+ZL_INLINE __m256 load_w8(const void *w, int64_t i, const int kind) {
+    return kind == 0 ? _mm256_loadu_ps((const float *)w + i)
+         : kind == 1 ? load_f16x8((const uint16_t *)w + i) : load_bf16x8((const uint16_t *)w + i);
+}
+ZL_INLINE float load_w1(const void *w, int64_t k, const int kind) {
+    return kind == 0 ? ((const float *)w)[k]
+         : kind == 1 ? zl_f16_to_f32(((const uint16_t *)w)[k]) : zl_bf16_to_f32(((const uint16_t *)w)[k]);
+}
 
-ZL_INLINE float dot_half(const void *w, const void *x, int64_t n, const int bf) {
-    const uint16_t *a = w;
+/* Float weights, one token.  Two 8-lane accumulators, elements [16j, 16j+8)
+ * into the first and [16j+8, 16j+16) into the second (a last 8 into the
+ * first), added, summed across lanes, then a scalar tail: dot4_float's
+ * order per token, so results do not depend on how many tokens share a
+ * matmul call.  One accumulator would be a chain of dependent FMAs (4
+ * cycles each): 8 weights per 4 cycles held F16 decode at 10 GB/s a core. */
+ZL_INLINE float dot_float(const void *w, const void *x, int64_t n, const int kind) {
     const float *b = x;
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        acc = _mm256_fmadd_ps(bf ? load_bf16x8(a + i) : load_f16x8(a + i), _mm256_loadu_ps(b + i), acc);
-    float sum = hsum_ps(acc);
-    for (; i < n; i++) sum += (bf ? zl_bf16_to_f32(a[i]) : zl_f16_to_f32(a[i])) * b[i];
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(load_w8(w, i, kind), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(load_w8(w, i + 8, kind), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    if (i + 8 <= n) {
+        acc0 = _mm256_fmadd_ps(load_w8(w, i, kind), _mm256_loadu_ps(b + i), acc0);
+        i += 8;
+    }
+    float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) sum += load_w1(w, i, kind) * b[i];
     return sum;
 }
 
-static float dot_f16(const void *w, const void *x, int64_t n) { return dot_half(w, x, n, 0); }
-static float dot_bf16(const void *w, const void *x, int64_t n) { return dot_half(w, x, n, 1); }
+static float dot_f32(const void *w, const void *x, int64_t n) { return dot_float(w, x, n, 0); }
+static float dot_f16(const void *w, const void *x, int64_t n) { return dot_float(w, x, n, 1); }
+static float dot_bf16(const void *w, const void *x, int64_t n) { return dot_float(w, x, n, 2); }
 
 /* ---- Q8_0 · Q8_0 and Q4_0 · Q8_0 --------------------------------------- */
 
@@ -336,25 +344,30 @@ zl_dot_fn zl_dot_fn_avx2(zl_type t) {
     }
 }
 
-/* Float weights, four tokens: each 8 weights widened once. */
+/* Float weights, four tokens: each 8 weights widened once, dot_float's
+ * two accumulators per token. */
 ZL_INLINE void dot4_float(const void *w, const void *x, size_t xs, int64_t n, float *out, const int kind) {
     const float *xr[4];
     for (int t = 0; t < 4; t++) xr[t] = (const float *)((const uint8_t *)x + (size_t)t * xs);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 a0[4], a1[4];
+    for (int t = 0; t < 4; t++) a0[t] = a1[t] = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 wv = kind == 0 ? _mm256_loadu_ps((const float *)w + i)
-                  : kind == 1 ? load_f16x8((const uint16_t *)w + i) : load_bf16x8((const uint16_t *)w + i);
+    for (; i + 16 <= n; i += 16) {
+        __m256 w0 = load_w8(w, i, kind), w1 = load_w8(w, i + 8, kind);
 #pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) acc[t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xr[t] + i), acc[t]);
+        for (int t = 0; t < 4; t++) {
+            a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr[t] + i), a0[t]);
+            a1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr[t] + i + 8), a1[t]);
+        }
+    }
+    if (i + 8 <= n) {
+        __m256 w0 = load_w8(w, i, kind);
+        for (int t = 0; t < 4; t++) a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr[t] + i), a0[t]);
+        i += 8;
     }
     for (int t = 0; t < 4; t++) {
-        float sum = hsum_ps(acc[t]);
-        for (int64_t k = i; k < n; k++) {
-            float wk = kind == 0 ? ((const float *)w)[k]
-                     : kind == 1 ? zl_f16_to_f32(((const uint16_t *)w)[k]) : zl_bf16_to_f32(((const uint16_t *)w)[k]);
-            sum += wk * xr[t][k];
-        }
+        float sum = hsum_ps(_mm256_add_ps(a0[t], a1[t]));
+        for (int64_t k = i; k < n; k++) sum += load_w1(w, k, kind) * xr[t][k];
         out[t] = sum;
     }
 }

@@ -577,7 +577,7 @@ Test(vec_dot, prepared_kernels_avx2) {
 Test(vec_dot, four_token_kernels) {
     if (max_isa() < ZL_ISA_AVX2) cr_skip_test("no AVX2");
     const zl_type ts[] = {ZL_TYPE_F32, ZL_TYPE_F16, ZL_TYPE_BF16, ZL_TYPE_Q6_K};
-    const int64_t sizes[] = {7, 16, 172, 256, 1280};
+    const int64_t sizes[] = {7, 8, 16, 24, 172, 256, 1280};
     for (int level = ZL_ISA_AVX2; level <= max_isa(); level++)
     for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
         zl_dot_multi_fn f = level == ZL_ISA_AVX512 ? zl_dot4_fn_avx512(ts[ti]) : zl_dot4_fn_avx2(ts[ti]);
@@ -597,6 +597,11 @@ Test(vec_dot, four_token_kernels) {
                 float r = zl_vec_dot_isa(ZL_ISA_SCALAR, t, w, x + k * xs, n);
                 REQUIRE(fabs((double)out[k] - r) <= 1e-5 * sc, "%s n=%ld tok %d: got %.9g ref %.9g", tname(t), (long)n,
                         k, out[k], r);
+                if (level == ZL_ISA_AVX2) { /* every length's tails: bit-identical to the one-token kernel */
+                    float o = zl_dot_fn_avx2(t)(w, x + k * xs, n);
+                    REQUIRE(memcmp(&o, &out[k], sizeof o) == 0, "avx2 %s dot4 n=%ld tok %d: %.9g vs one-token %.9g",
+                            tname(t), (long)n, k, out[k], o);
+                }
             }
             if (level == ZL_ISA_AVX512) {
                 /* 2..8 tokens: each bit-identical to the level's one-token kernel */

@@ -146,8 +146,8 @@ typedef struct {
  * full miss (the A/B figures: BENCHMARKS.md, "Weight prefetch").  Batches of
  * more than ZL_PREFETCH_MAX_TOK tokens are compute-bound in the first pass
  * over a tile: no gain there. */
-#ifndef ZL_PREFETCH_BYTES /* -D for bench experiments */
-#define ZL_PREFETCH_BYTES 3072
+#ifndef ZL_PREFETCH_BYTES /* -D for bench experiments (BENCHMARKS.md, "Prefetch distance") */
+#define ZL_PREFETCH_BYTES 1536
 #endif
 #define ZL_PREFETCH_MAX_TOK 16
 

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "server/server.h"
 #include "zerolayer.h"
 
@@ -74,19 +75,14 @@ static double cpu_s(void) {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
-static double wall_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* No answer yet: has the server had its chance (10 s of this process's CPU,
  * where the server runs, or 300 s of wall time)? */
-static int gave_up(double cpu0, double wall0) { return cpu_s() - cpu0 > 10 || wall_s() - wall0 > 300; }
+static int gave_up(double cpu0, double wall0) { return cpu_s() - cpu0 > 10 || zl_now_s() - wall0 > 300; }
 
 /* Send, shut the write side, read to the end; the bytes read (<0: timed out). */
 static long exchange(const void *req, size_t n, char *head, size_t cap) {
-    const double cpu0 = cpu_s(), wall0 = wall_s();
+    const double cpu0 = cpu_s(), wall0 = zl_now_s();
     int fd = dial();
     if (fd < 0) return -2;
     size_t off = 0;

@@ -44,6 +44,7 @@ struct zl_seq {
     zl_drafter *drafter;
     zl_ring ring;
     uint64_t resumed; /* verify steps that resumed after the drafter's layers */
+    int trace;        /* ZL_RING_TRACE=1 at spec setup: one line per step on stderr (see spec.c) */
     float *vlogits;  /* (ring max + 1) * n_vocab verification logits */
     float *probs;    /* n_vocab */
     struct jcon *grammar; /* zl_seq_set_grammar's constraint (constraint.c) or NULL */

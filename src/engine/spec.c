@@ -217,6 +217,8 @@ int zl_seq_set_spec(zl_seq *s, const zl_spec_opts *o, zl_err *err) {
     if (!s->drafter) return zl_errf(err, ZL_ENOMEM, "out of memory");
     zl_ring_init(&s->ring, ring, max);
     s->resumed = 0;
+    const char *tr = getenv("ZL_RING_TRACE");
+    s->trace = tr && *tr == '1';
     s->spec_on = 1;
     return 0;
 }
@@ -268,11 +270,30 @@ const zl_fwd_part *zl_spec_verify_part(zl_seq *s, const int32_t *ids, int n, zl_
     return part;
 }
 
+/* The step trace (ZL_RING_TRACE=1; bench/lookup_bound.py reads it): the
+ * sequence so far on the first step, then per step its position, drafted
+ * and accepted counts, wall seconds and the tokens it emitted (t0, then the
+ * accepted drafts; a rejection's replacement comes as the next step's t0). */
+static void trace_step(const zl_seq *s, const zl_verify *v, int nd, int acc, double seconds) {
+    if (!s->trace) return;
+    if (!s->ring.steps || s->ring.steps == 1) {
+        fprintf(stderr, "ring-trace hist %d", v->tok0);
+        for (int i = 0; i < v->tok0; i++) fprintf(stderr, " %d", s->tokens[i]);
+        fputc('\n', stderr);
+    }
+    fprintf(stderr, "ring-trace step pos %d drafted %d accepted %d seconds %.6f emit", v->tok0, nd, acc, seconds);
+    for (int i = 0; i <= acc; i++) fprintf(stderr, " %d", v->ids[i]);
+    fputc('\n', stderr);
+}
+
 int zl_spec_accept(zl_seq *s, const zl_verify *v, double seconds, int32_t *out, int32_t *next) {
     *next = -1;
     int nd = v->n - 1;
     if (nd <= 0) {
-        if (s->spec_on) zl_ring_update(&s->ring, 0, 0, seconds, 1);
+        if (s->spec_on) {
+            zl_ring_update(&s->ring, 0, 0, seconds, 1);
+            trace_step(s, v, 0, 0, seconds);
+        }
         return 0;
     }
     int nv = zl_llm_n_vocab(s->llm), acc = 0;
@@ -307,6 +328,7 @@ int zl_spec_accept(zl_seq *s, const zl_verify *v, double seconds, int32_t *out, 
     s->has_logits = 1;
     s->pending = -1;
     zl_ring_update(&s->ring, nd, acc, seconds, keep);
+    trace_step(s, v, nd, acc, seconds);
     memcpy(out, v->ids + 1, (size_t)acc * sizeof *out);
     if (acc < nd) *next = tok;
     return acc;
